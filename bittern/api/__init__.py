@@ -1,0 +1,8 @@
+"""The public topology API (re-exported by :mod:`bittern`)."""
+from .component import Bolt, ComponentSpec, Spout, StreamRef
+from .stream import DEFAULT_STREAM, Grouping, GroupingSpec, Stream
+from .topology import Topology, TopologyBuilder, TopologyDef
+from .tuple import Tuple
+
+__all__ = ["Bolt", "ComponentSpec", "Spout", "StreamRef", "DEFAULT_STREAM", "Grouping",
+           "GroupingSpec", "Stream", "Topology", "TopologyBuilder", "TopologyDef", "Tuple"]

@@ -1,0 +1,316 @@
+"""Topology definitions: the class style and the builder style, both validated
+into one plain, serialisable :class:`TopologyDef` (the logical plan).
+
+Validation happens here, once, with errors that name the component, the stream
+and the field: everything downstream (packing, instances, stream managers) can
+trust the definition.
+"""
+from __future__ import annotations
+
+import base64
+import importlib
+import pickle
+from dataclasses import dataclass, field
+
+from ..errors import TopologyError
+from .component import Bolt, ComponentSpec, Spout, StreamRef, declared_streams
+from .stream import DEFAULT_STREAM, Grouping, GroupingSpec
+
+SYSTEM_PREFIX = "__"
+
+
+@dataclass
+class InputDef:
+    component: str
+    stream: str
+    grouping: GroupingSpec
+
+    def to_dict(self):
+        return {"component": self.component, "stream": self.stream, "grouping": self.grouping.to_dict()}
+
+    @staticmethod
+    def from_dict(d):
+        return InputDef(d["component"], d["stream"], GroupingSpec.from_dict(d["grouping"]))
+
+
+@dataclass
+class ComponentDef:
+    name: str
+    kind: str  # "spout" | "bolt"
+    class_path: str  # "module:qualname"
+    par: int
+    outputs: dict  # stream -> {"fields": [...], "direct": bool}
+    inputs: list = field(default_factory=list)  # [InputDef]
+    config: dict = field(default_factory=dict)
+
+    def to_dict(self):
+        return {"name": self.name, "kind": self.kind, "class": self.class_path, "par": self.par,
+                "outputs": self.outputs, "inputs": [i.to_dict() for i in self.inputs],
+                "config": self.config}
+
+    @staticmethod
+    def from_dict(d):
+        return ComponentDef(d["name"], d["kind"], d["class"], d["par"], d["outputs"],
+                            [InputDef.from_dict(i) for i in d["inputs"]], d.get("config", {}))
+
+
+@dataclass
+class TopologyDef:
+    """The validated logical plan. ``components`` keeps definition order."""
+
+    name: str
+    components: dict  # name -> ComponentDef
+    config: dict = field(default_factory=dict)
+    # Where the code comes from: {"file", "module", "sys_path"} (set by the loader).
+    source: dict = field(default_factory=dict)
+
+    @property
+    def spouts(self):
+        return [c for c in self.components.values() if c.kind == "spout"]
+
+    @property
+    def bolts(self):
+        return [c for c in self.components.values() if c.kind == "bolt"]
+
+    def subscribers(self, component, stream):
+        """[(bolt name, GroupingSpec)] subscribed to ``component``'s ``stream``."""
+        out = []
+        for c in self.components.values():
+            for i in c.inputs:
+                if i.component == component and i.stream == stream:
+                    out.append((c.name, i.grouping))
+        return out
+
+    def to_dict(self):
+        return {"name": self.name, "config": self.config, "source": self.source,
+                "components": [c.to_dict() for c in self.components.values()]}
+
+    @staticmethod
+    def from_dict(d):
+        comps = [ComponentDef.from_dict(c) for c in d["components"]]
+        return TopologyDef(d["name"], {c.name: c for c in comps}, d.get("config", {}),
+                           d.get("source", {}))
+
+
+# --------------------------------------------------------------------------------------
+# The two ways to define a topology
+# --------------------------------------------------------------------------------------
+
+class TopologyType(type):
+    """Collects the ``ComponentSpec`` attributes of a class-style topology, in order."""
+
+    def __new__(mcs, clsname, bases, attrs):
+        specs = {}
+        for base in bases:
+            specs.update(getattr(base, "_specs", {}))
+        for attr, val in attrs.items():
+            if isinstance(val, ComponentSpec):
+                if val.name is None:
+                    val.name = attr
+                specs[attr] = val
+        attrs["_specs"] = specs
+        return super().__new__(mcs, clsname, bases, attrs)
+
+
+class Topology(metaclass=TopologyType):
+    """Class-style topology::
+
+        class WordCount(Topology):
+            config = {"topology.stmgrs": 2}
+            word = WordSpout.spec(par=2)
+            count = CountBolt.spec(par=3, inputs={word: Grouping.fields("word")})
+    """
+
+    config: dict = {}
+
+    @classmethod
+    def build(cls, name=None):
+        return _build(name or cls.__name__, list(cls._specs.values()), dict(cls.config or {}),
+                      where=f"topology {cls.__name__}")
+
+
+class TopologyBuilder:
+    """heronpy's builder::
+
+        builder = TopologyBuilder("word_count")
+        word = builder.add_spout("word", WordSpout, par=2)
+        builder.add_bolt("count", CountBolt, par=3, inputs={word: Grouping.fields("word")})
+        builder.set_config({"topology.stmgrs": 2})
+    """
+
+    def __init__(self, name):
+        if not isinstance(name, str) or not name:
+            raise TopologyError(f"TopologyBuilder needs a non-empty name, got {name!r}")
+        self.topology_name = name
+        self._specs = []
+        self._config = {}
+
+    def add_spout(self, name, spout_cls, par=1, config=None, optional_outputs=None):
+        spec = ComponentSpec(spout_cls, "spout", name=name, par=par, config=config)
+        spec.optional_outputs = optional_outputs
+        self._specs.append(spec)
+        return spec
+
+    def add_bolt(self, name, bolt_cls, par=1, inputs=None, config=None, optional_outputs=None):
+        spec = ComponentSpec(bolt_cls, "bolt", name=name, par=par, inputs=inputs, config=config)
+        spec.optional_outputs = optional_outputs
+        self._specs.append(spec)
+        return spec
+
+    def set_config(self, config):
+        if not isinstance(config, dict):
+            raise TopologyError(f"set_config takes a dict, got {type(config).__name__}")
+        self._config.update(config)
+        return self
+
+    def build(self, name=None):
+        return _build(name or self.topology_name, self._specs, dict(self._config),
+                      where=f"topology {self.topology_name!r}")
+
+
+# --------------------------------------------------------------------------------------
+# Validation
+# --------------------------------------------------------------------------------------
+
+def class_path(cls):
+    if "<locals>" in cls.__qualname__:
+        raise TopologyError(f"class {cls.__qualname__} is defined inside a function; instances "
+                            "cannot import it (define it at module level)")
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def _build(name, specs, config, where):
+    if not specs:
+        raise TopologyError(f"{where} has no components")
+    comps = {}
+    seen_specs = {}
+    for spec in specs:
+        cname = spec.name
+        if not isinstance(cname, str) or not cname:
+            raise TopologyError(f"{where}: a component needs a non-empty name, got {cname!r}")
+        if cname.startswith(SYSTEM_PREFIX):
+            raise TopologyError(f"component {cname!r}: names starting with '__' are reserved")
+        if cname in comps:
+            raise TopologyError(f"component {cname!r} is defined twice")
+        if id(spec) in seen_specs:
+            raise TopologyError(f"component {cname!r} is the same spec as {seen_specs[id(spec)]!r}; "
+                                "call .spec() once per component")
+        seen_specs[id(spec)] = cname
+        comps[cname] = _component_def(spec)
+    by_spec = {id(s): s.name for s in specs}
+    for spec in specs:
+        comps[spec.name].inputs = _inputs(spec, comps, by_spec)
+    if not any(c.kind == "spout" for c in comps.values()):
+        raise TopologyError(f"{where} has no spout")
+    return TopologyDef(name, comps, config)
+
+
+def _component_def(spec):
+    cname, cls = spec.name, spec.cls
+    if not isinstance(cls, type):
+        raise TopologyError(f"component {cname!r}: expected a Spout or Bolt class, got {cls!r}")
+    base = Spout if spec.kind == "spout" else Bolt
+    if not issubclass(cls, base):
+        raise TopologyError(f"component {cname!r}: {cls.__qualname__} is not a {base.__name__} subclass")
+    par = spec.par
+    if isinstance(par, bool) or not isinstance(par, int) or par < 1:
+        raise TopologyError(f"component {cname!r}: parallelism must be an integer >= 1, got {par!r}")
+    if spec.kind == "spout" and spec.inputs:
+        raise TopologyError(f"component {cname!r}: a spout takes no inputs")
+    try:
+        streams = declared_streams(cls)
+    except TopologyError as e:
+        raise TopologyError(f"component {cname!r}: {e}") from None
+    for extra in getattr(spec, "optional_outputs", None) or ():
+        for sname, s in declared_streams(type("X", (), {"outputs": [extra]})).items():
+            streams[sname] = s
+    if not isinstance(spec.config, dict):
+        raise TopologyError(f"component {cname!r}: config must be a dict")
+    return ComponentDef(cname, spec.kind, class_path(cls), par,
+                        {s: st.to_dict() for s, st in streams.items()}, [], dict(spec.config))
+
+
+def _input_source(key, comps, by_spec, cname):
+    if isinstance(key, StreamRef):
+        src, stream = by_spec.get(id(key.spec), key.spec.name), key.stream
+    elif isinstance(key, ComponentSpec):
+        src, stream = by_spec.get(id(key), key.name), DEFAULT_STREAM
+    elif isinstance(key, str):
+        src, stream = key, DEFAULT_STREAM
+    elif isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, str) for k in key):
+        src, stream = key
+    elif isinstance(key, type):
+        raise TopologyError(f"component {cname!r}: input {key.__qualname__} is a class, not a spec "
+                            "(did you forget to call .spec()?)")
+    else:
+        raise TopologyError(f"component {cname!r}: cannot use {key!r} as an input")
+    if src not in comps:
+        raise TopologyError(f"component {cname!r}: input {src!r} is not a component of this topology "
+                            f"(components: {', '.join(comps)})")
+    outputs = comps[src].outputs
+    if stream not in outputs:
+        raise TopologyError(f"component {cname!r}: input {src!r} has no stream {stream!r} "
+                            f"(streams: {', '.join(outputs) or 'none'})")
+    return src, stream
+
+
+def _inputs(spec, comps, by_spec):
+    cname, raw = spec.name, spec.inputs
+    if raw is None:
+        return []
+    if isinstance(raw, dict):
+        items = list(raw.items())
+    elif isinstance(raw, (list, tuple)):
+        items = [(k, Grouping.SHUFFLE) for k in raw]
+    else:
+        raise TopologyError(f"component {cname!r}: inputs must be a dict or a list, got {type(raw).__name__}")
+    out = []
+    for key, grouping in items:
+        src, stream = _input_source(key, comps, by_spec, cname)
+        if not isinstance(grouping, GroupingSpec):
+            raise TopologyError(f"component {cname!r}: input {src!r}: {grouping!r} is not a Grouping")
+        decl = comps[src].outputs[stream]
+        if grouping.kind in ("fields", "partial_key"):
+            missing = [f for f in grouping.fields if f not in decl["fields"]]
+            if missing:
+                raise TopologyError(f"component {cname!r}: input {src!r} stream {stream!r} has no field "
+                                    f"{missing[0]!r} to group on (fields: {decl['fields']})")
+        if grouping.kind == "direct" and not decl["direct"]:
+            raise TopologyError(f"component {cname!r}: direct grouping on {src!r} stream {stream!r}, "
+                                "which is not declared direct (Stream(..., direct=True))")
+        if decl["direct"] and grouping.kind != "direct":
+            raise TopologyError(f"component {cname!r}: stream {stream!r} of {src!r} is direct; "
+                                "subscribe to it with Grouping.DIRECT")
+        if grouping.kind == "custom":
+            load_custom_grouping(grouping.custom, where=f"component {cname!r}")
+        if any(i.component == src and i.stream == stream for i in out):
+            raise TopologyError(f"component {cname!r} subscribes to {src!r} stream {stream!r} twice")
+        out.append(InputDef(src, stream, grouping))
+    return out
+
+
+def load_custom_grouping(custom, where="custom grouping"):
+    """A fresh custom grouping object from its description (class path or pickle)."""
+    try:
+        if "pickle" in custom:
+            return pickle.loads(base64.b64decode(custom["pickle"]))
+        return import_path(custom["class"])()
+    except TopologyError:
+        raise
+    except Exception as e:  # noqa: BLE001 - user code; reported with its cause
+        raise TopologyError(f"{where}: cannot load custom grouping: {type(e).__name__}: {e}") from None
+
+
+def import_path(path):
+    """``module:qualname`` → object."""
+    mod, _, qual = path.partition(":")
+    try:
+        obj = importlib.import_module(mod)
+    except ImportError as e:
+        raise TopologyError(f"cannot import module {mod!r} for {path!r}: {e}") from None
+    for part in qual.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise TopologyError(f"module {mod!r} has no attribute {qual!r}") from None
+    return obj

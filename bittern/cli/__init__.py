@@ -1,0 +1,1 @@
+"""The ``bittern`` command line: one module per verb."""

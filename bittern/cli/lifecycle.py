@@ -1,0 +1,104 @@
+"""``bittern list | activate | deactivate | kill | restart``."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+
+from ..errors import BitternError
+from ..proc import pid_alive, signal_pids, stop_pids
+from ..wire import Op
+from .common import liveness, supervisor_pid, tm_client, uptime
+
+
+def add_parsers(sub):
+    p = sub.add_parser("list", help="list topologies")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=list_main)
+    for verb, helptext in (("activate", "resume the spouts of a topology"),
+                           ("deactivate", "pause the spouts of a topology (in-flight tuples drain)")):
+        p = sub.add_parser(verb, help=helptext)
+        p.add_argument("name")
+        p.set_defaults(func=activation_main, verb=verb)
+    p = sub.add_parser("kill", help="stop every process of a topology and remove its state")
+    p.add_argument("name")
+    p.add_argument("--timeout", type=float, default=15.0, metavar="S",
+                   help="how long to wait for a clean stop before killing")
+    p.set_defaults(func=kill_main)
+    p = sub.add_parser("restart", help="restart a topology's processes (the supervisor starts them again)")
+    p.add_argument("name")
+    p.add_argument("--container", type=int, default=None, metavar="K", help="only container K")
+    p.set_defaults(func=restart_main)
+
+
+def list_main(args, state, home):
+    rows = []
+    for name in state.topologies():
+        rec, phase = liveness(state, name)
+        if rec is None:
+            continue
+        status = state.status(name) or {}
+        asg = state.assignment(name) or {}
+        if phase == "RUNNING" and not status.get("active", True):
+            phase = "PAUSED"
+        containers = len((asg.get("packing") or {}).get("containers", {}))
+        tasks = sum(c["par"] for c in rec["definition"]["components"])
+        rows.append({"name": name, "state": phase, "containers": containers, "tasks": tasks,
+                     "uptime": uptime(rec), "file": rec.get("file")})
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    if not rows:
+        print("no topologies running")
+        return 0
+    cols = ["name", "state", "containers", "tasks", "uptime"]
+    widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
+    print("  ".join(c.upper().ljust(widths[c]) for c in cols))
+    for r in rows:
+        print("  ".join(str(r[c]).ljust(widths[c]) for c in cols))
+    return 0
+
+
+def activation_main(args, state, home):
+    op = Op.ACTIVATE if args.verb == "activate" else Op.DEACTIVATE
+    with tm_client(state, args.name) as client:
+        rep = client.request(op)
+    missing = rep.get("missing") or []
+    print(f"topology {args.name} {'activated' if op == Op.ACTIVATE else 'deactivated'}"
+          + (f" (tasks {missing} did not confirm)" if missing else ""))
+    return 0
+
+
+def kill_main(args, state, home):
+    name = args.name
+    rec = state.topology(name)
+    procs = (state.processes(name) or {}).get("procs", {})
+    sup = supervisor_pid(state, name)
+    if rec is None and not procs and not sup:
+        print(f"topology {name} is not running (nothing to kill)")
+        return 0
+    if sup and pid_alive(sup):
+        left = stop_pids([sup], args.timeout)
+        if left:
+            print(f"warning: supervisor pid {sup} did not stop in {args.timeout:g}s; killed it")
+    leftover = stop_pids([p.get("pid") for p in procs.values()], timeout=2.0)
+    state.remove_topology(name)
+    shutil.rmtree(os.path.join(home, "run", name), ignore_errors=True)
+    print(f"topology {name} killed" + (f" (force-killed {leftover})" if leftover else ""))
+    return 0
+
+
+def restart_main(args, state, home):
+    rec, phase = liveness(state, args.name)
+    if rec is None or phase == "DEAD":
+        raise BitternError(f"no topology named {args.name!r} is running")
+    procs = (state.processes(args.name) or {}).get("procs", {})
+    pids = [p["pid"] for p in procs.values()
+            if args.container is None or p.get("container") == args.container]
+    if not pids:
+        raise BitternError(f"topology {args.name!r} has no container {args.container}")
+    signal_pids(pids, signal.SIGTERM)
+    print(f"restarting {len(pids)} processes of {args.name}"
+          + (f" in container {args.container}" if args.container is not None else ""))
+    return 0

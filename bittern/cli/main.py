@@ -1,0 +1,40 @@
+"""``bittern``: the command line entry point."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .. import __version__
+from ..errors import BitternError
+from . import lifecycle, logs, run, submit
+from .common import state_manager
+from .launch import print_error
+
+
+def parser():
+    ap = argparse.ArgumentParser(prog="bittern", description="Storm/Heron-style stream processing in Python")
+    ap.add_argument("--version", action="version", version=f"bittern {__version__}")
+    ap.add_argument("--home", help="state directory (default: $BITTERN_HOME or ~/.bittern)")
+    sub = ap.add_subparsers(dest="verb", metavar="VERB")
+    sub.required = True
+    run.add_parser(sub)
+    submit.add_parser(sub)
+    lifecycle.add_parsers(sub)
+    logs.add_parser(sub)
+    return ap
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    state = state_manager(args)
+    try:
+        return args.func(args, state, state.home) or 0
+    except BitternError as e:
+        print_error(e)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""``bittern run FILE``: run a topology in the foreground until a duration or Ctrl-C,
+drain it, stop it, and print a per-component summary."""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+
+from ..client import TMClient
+from ..console import ConsoleFollower, console_path
+from ..errors import BitternError
+from ..wire import Op
+from .launch import launch, print_error, stop
+
+
+def add_parser(sub):
+    p = sub.add_parser("run", help="run a topology in the foreground")
+    p.add_argument("file", help="topology file (.py)")
+    p.add_argument("--name", help="topology name (default: the builder's name or the file name)")
+    p.add_argument("--duration", type=float, default=None, metavar="S",
+                   help="stop after S seconds (default: until Ctrl-C)")
+    p.add_argument("--config", action="append", default=[], metavar="K=V", help="override a config key")
+    p.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
+                   help="how long to wait for in-flight tuples when stopping")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=main)
+
+
+def drain(client, timeout):
+    """Deactivate the spouts and wait until every tuple sent has been executed.
+    Returns the last metrics report."""
+    rep = client.request(Op.DEACTIVATE)
+    deadline = time.monotonic() + timeout
+    stable = 0
+    while time.monotonic() < deadline:
+        rep = client.request(Op.REPORT)
+        comps = rep["components"]
+        sent = sum(c.get("__transfer-count", 0) for c in comps.values())
+        done = sum(c.get("__execute-count", 0) for c in comps.values()) + rep.get("stmgr_dropped", 0)
+        if sent <= done and not rep.get("missing"):
+            stable += 1
+            if stable >= 2:
+                return rep, True
+        else:
+            stable = 0
+        time.sleep(0.1)
+    return rep, False
+
+
+def summary_rows(tdef, rep):
+    comps = rep.get("components", {})
+    rows = []
+    for name, c in tdef.components.items():
+        m = comps.get(name, {})
+        rows.append({"component": name, "kind": c.kind, "tasks": c.par,
+                     "emitted": m.get("__emit-count", 0), "transferred": m.get("__transfer-count", 0),
+                     "executed": m.get("__execute-count", 0), "acked": m.get("__ack-count", 0),
+                     "failed": m.get("__fail-count", 0), "errors": m.get("__error-count", 0)})
+    return rows
+
+
+def print_summary(name, rows, elapsed, out=sys.stdout):
+    print(f"\ntopology {name}: ran {elapsed:.1f}s", file=out)
+    cols = ["component", "kind", "tasks", "emitted", "transferred", "executed", "acked", "failed", "errors"]
+    widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
+    print("  ".join(c.ljust(widths[c]) if c in ("component", "kind") else c.rjust(widths[c]) for c in cols),
+          file=out)
+    for r in rows:
+        print("  ".join(str(r[c]).ljust(widths[c]) if c in ("component", "kind") else str(r[c]).rjust(widths[c])
+                        for c in cols), file=out)
+
+
+def main(args, state, home):
+    stop_now = {"flag": False}
+
+    def on_sigint(signum, frame):
+        stop_now["flag"] = True
+    signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGTERM, on_sigint)
+    tdef, conf, proc, status = launch(state, home, args.file, args.name, args.config, deactivated=False,
+                                      detached=False, grace=0.0, warn=lambda m: print(m, file=sys.stderr))
+    name = tdef.name
+    console = ConsoleFollower(console_path(home, name))
+    t0 = time.monotonic()
+    print(f"topology {name} running: {sum(c.par for c in tdef.components.values())} tasks in "
+          f"{conf['topology.stmgrs']} container(s); "
+          + (f"stopping after {args.duration:g}s" if args.duration else "Ctrl-C to stop"), file=sys.stderr)
+    failed = None
+    rep, drained = {}, True
+    try:
+        with TMClient(status["tmaster"]) as client:
+            while not stop_now["flag"]:
+                sys.stdout.write(console.read_new())
+                if args.duration is not None and time.monotonic() - t0 >= args.duration:
+                    break
+                st = state.status(name) or {}
+                if st.get("phase") == "FAILED":
+                    failed = st.get("error") or {}
+                    break
+                if proc.poll() is not None:
+                    raise BitternError(f"the supervisor of {name!r} died (exit {proc.returncode})")
+                time.sleep(0.2)
+            elapsed = time.monotonic() - t0
+            if failed is None:
+                rep, drained = drain(client, args.drain_timeout)
+    finally:
+        stop(state, name, proc)
+        sys.stdout.write(console.read_new())
+        sys.stdout.flush()
+    if failed is not None:
+        print_error(BitternErrorWithTb(failed))
+        return 1
+    rows = summary_rows(tdef, rep)
+    if args.json:
+        print(json.dumps({"topology": name, "seconds": elapsed, "drained": drained, "components": rows,
+                          "stmgr_dropped": rep.get("stmgr_dropped", 0)}))
+    else:
+        print_summary(name, rows, elapsed)
+        if not drained:
+            print(f"warning: tuples were still in flight after {args.drain_timeout:g}s", file=sys.stderr)
+    return 0
+
+
+class BitternErrorWithTb(BitternError):
+    def __init__(self, err):
+        super().__init__(err.get("error") or "the topology failed")
+        self.user_traceback = err.get("traceback")

@@ -1,0 +1,110 @@
+"""Configuration: packaged defaults, layered overrides, and validation.
+
+Every known key and its default lives in ``defaults.toml``. Values given by a
+topology, a component or the command line are checked against the type of the
+default; unknown keys in Bittern's namespaces are reported (a typo must not be
+silently ignored), other keys pass through untouched for user code.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import tomllib
+
+from .errors import ConfigError
+
+_DEFAULTS_PATH = os.path.join(os.path.dirname(__file__), "defaults.toml")
+RESERVED_PREFIXES = ("topology.", "bittern.")
+ALIASES = {"topology.workers": "topology.stmgrs"}
+CHOICES = {
+    "topology.reliability.mode": ("ATMOST_ONCE", "ATLEAST_ONCE", "EFFECTIVELY_ONCE"),
+    "topology.serializer": ("msgpack", "pickle"),
+}
+POSITIVE = {"topology.stmgrs", "topology.producer.batch.size"}
+
+ATMOST_ONCE, ATLEAST_ONCE, EFFECTIVELY_ONCE = CHOICES["topology.reliability.mode"]
+
+_defaults_cache = None
+
+
+def defaults():
+    """A fresh copy of the packaged defaults."""
+    global _defaults_cache
+    if _defaults_cache is None:
+        with open(_DEFAULTS_PATH, "rb") as f:
+            _defaults_cache = tomllib.load(f)
+    return dict(_defaults_cache)
+
+
+def parse_value(text):
+    """``--config k=v`` values: JSON when it parses (numbers, true/false, lists), else a string."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_overrides(items):
+    out = {}
+    for item in items or ():
+        key, sep, val = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--config {item!r}: expected key=value")
+        out[key.strip()] = parse_value(val.strip())
+    return out
+
+
+def check(conf, where="config"):
+    """Validate and normalise ``conf`` (a dict of overrides).
+
+    Returns ``(normalised, warnings)``; raises :class:`ConfigError` on a bad value.
+    """
+    known = defaults()
+    out, warnings = {}, []
+    for key, val in conf.items():
+        if not isinstance(key, str):
+            raise ConfigError(f"{where}: config keys must be strings, got {key!r}")
+        key = ALIASES.get(key, key)
+        if key in known:
+            out[key] = _check_value(key, val, known[key], where)
+        else:
+            if key.startswith(RESERVED_PREFIXES):
+                hint = difflib.get_close_matches(key, known, n=1)
+                warnings.append(f"{where}: unknown config key {key!r}"
+                                + (f" (did you mean {hint[0]!r}?)" if hint else ""))
+            out[key] = val
+    return out, warnings
+
+
+def _check_value(key, val, default, where):
+    if isinstance(default, bool):
+        if not isinstance(val, bool):
+            raise ConfigError(f"{where}: {key} must be true or false, got {val!r}")
+    elif isinstance(default, (int, float)):
+        if isinstance(val, bool) or not isinstance(val, (int, float)):
+            raise ConfigError(f"{where}: {key} must be a number, got {val!r}")
+        if isinstance(default, int) and not isinstance(default, bool) and isinstance(val, float):
+            if not val.is_integer():
+                raise ConfigError(f"{where}: {key} must be a whole number, got {val!r}")
+            val = int(val)
+        if val < 0 or (key in POSITIVE and val < 1):
+            raise ConfigError(f"{where}: {key} must be {'>= 1' if key in POSITIVE else '>= 0'}, got {val!r}")
+    elif isinstance(default, str):
+        if not isinstance(val, str):
+            raise ConfigError(f"{where}: {key} must be a string, got {val!r}")
+        if key in CHOICES:
+            norm = val.upper() if key == "topology.reliability.mode" else val.lower()
+            if norm not in CHOICES[key]:
+                raise ConfigError(f"{where}: {key} must be one of {', '.join(CHOICES[key])}, got {val!r}")
+            val = norm
+    return val
+
+
+def merge(*layers):
+    """Defaults overlaid by each layer in turn."""
+    out = defaults()
+    for layer in layers:
+        if layer:
+            out.update(layer)
+    return out

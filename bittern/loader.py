@@ -1,0 +1,98 @@
+"""Load a topology file: import it as a module and find its one topology.
+
+The same function runs in the CLI (to validate and plan) and in every instance
+process (to import the component classes), so a class defined in the topology
+file resolves to the same ``module:qualname`` everywhere.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import traceback
+
+from .api.topology import Topology, TopologyBuilder, import_path
+from .errors import TopologyError
+
+MODULE_NAME = "bittern_topology"
+
+
+def code_paths(path):
+    """The directories put on ``sys.path`` for a topology file: its own, and ``src/``
+    beside it or its parent (streamparse projects keep components there)."""
+    here = os.path.dirname(os.path.abspath(path))
+    paths = [here]
+    for cand in (os.path.join(here, "src"), os.path.join(os.path.dirname(here), "src")):
+        if os.path.isdir(cand):
+            paths.append(cand)
+    return paths
+
+
+def import_file(path, module_name=MODULE_NAME, sys_path=None):
+    """Execute the file as module ``module_name``; user errors become a TopologyError
+    that carries the user's traceback."""
+    path = os.path.abspath(path)
+    if not os.path.exists(path):
+        raise TopologyError(f"topology file {path!r} does not exist")
+    if not os.path.isfile(path):
+        raise TopologyError(f"topology file {path!r} is not a file")
+    for p in reversed(sys_path or code_paths(path)):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise TopologyError(f"topology file {path!r} cannot be imported (is it a .py file?)")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException as e:  # noqa: BLE001 - user code: show the user their traceback
+        sys.modules.pop(module_name, None)
+        if isinstance(e, KeyboardInterrupt):
+            raise
+        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__.tb_next))
+        err = TopologyError(f"topology file {path!r} failed to import: {type(e).__name__}: {e}")
+        err.user_traceback = tb
+        raise err from None
+    return module
+
+
+def find_topology(module, path):
+    """The one topology a module defines (a Topology subclass or a TopologyBuilder)."""
+    found = []
+    for attr, val in vars(module).items():
+        if isinstance(val, type) and issubclass(val, Topology) and val is not Topology \
+                and val.__module__ == module.__name__:
+            found.append((attr, val))
+        elif isinstance(val, TopologyBuilder):
+            found.append((attr, val))
+    if not found:
+        raise TopologyError(f"topology file {path!r} defines no topology "
+                            "(a Topology subclass or a TopologyBuilder)")
+    if len(found) > 1:
+        raise TopologyError(f"topology file {path!r} defines {len(found)} topologies "
+                            f"({', '.join(a for a, _ in found)}); keep one per file")
+    return found[0][1]
+
+
+def load_topology(path, name=None):
+    """Import ``path`` and return its validated :class:`TopologyDef`."""
+    path = os.path.abspath(path)
+    module = import_file(path)
+    topo = find_topology(module, path)
+    default_name = name or (topo.topology_name if isinstance(topo, TopologyBuilder)
+                            else os.path.splitext(os.path.basename(path))[0])
+    try:
+        tdef = topo.build(default_name)
+    except TopologyError as e:
+        raise TopologyError(f"{os.path.basename(path)}: {e}") from None
+    tdef.source = {"file": path, "module": MODULE_NAME, "sys_path": code_paths(path)}
+    return tdef
+
+
+def load_class(tdef, class_path):
+    """In an instance: import the topology's code, then resolve ``module:qualname``."""
+    src = tdef.source
+    if src.get("module") and src["module"] not in sys.modules:
+        import_file(src["file"], src["module"], src.get("sys_path"))
+    return import_path(class_path)

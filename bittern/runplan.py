@@ -1,0 +1,55 @@
+"""The run plan: everything a process of a running topology needs to start.
+
+The supervisor writes one per topology (definition, packing, endpoints, merged
+config) and passes its path to the topology master, stream managers and
+instances, so none of them needs the state manager to boot.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+
+from .api.topology import TopologyDef
+from .packing import PackingPlan
+
+
+@dataclass
+class RunPlan:
+    name: str
+    home: str
+    topology: TopologyDef
+    packing: PackingPlan
+    tmaster: str  # tcp endpoint of the topology master
+    stmgrs: dict  # container -> {"tcp": endpoint for peers, "ipc": endpoint for instances}
+    config: dict  # merged topology config
+
+    def component_config(self, component):
+        """Topology config overlaid with the component's own config."""
+        conf = dict(self.config)
+        conf.update(self.topology.components[component].config)
+        return conf
+
+    def to_dict(self):
+        return {"name": self.name, "home": self.home, "topology": self.topology.to_dict(),
+                "packing": self.packing.to_dict(), "tmaster": self.tmaster,
+                "stmgrs": {str(c): e for c, e in self.stmgrs.items()}, "config": self.config}
+
+    @staticmethod
+    def from_dict(d):
+        return RunPlan(d["name"], d["home"], TopologyDef.from_dict(d["topology"]),
+                       PackingPlan.from_dict(d["packing"]), d["tmaster"],
+                       {int(c): e for c, e in d["stmgrs"].items()}, d["config"])
+
+    def save(self, path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".plan-")
+        with os.fdopen(fd, "w") as f:
+            json.dump(self.to_dict(), f)
+        os.replace(tmp, path)
+
+    @staticmethod
+    def load(path):
+        with open(path) as f:
+            return RunPlan.from_dict(json.load(f))

@@ -1,0 +1,94 @@
+"""The local-directory state manager: the embedded default (no ZooKeeper).
+
+Each document is a JSON file under ``$BITTERN_HOME/state``; writes go to a temp
+file that is fsynced and renamed over the target, so a reader never sees half a
+document and a crash never leaves one. There are no ephemeral nodes: liveness
+comes from pids (see the supervisor).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+
+from .base import StateManager
+
+
+def default_home():
+    return os.path.abspath(os.path.expanduser(os.environ.get("BITTERN_HOME") or "~/.bittern"))
+
+
+class LocalStateManager(StateManager):
+    def __init__(self, home=None):
+        self.home = os.path.abspath(home or default_home())
+        self.root = os.path.join(self.home, "state")
+        os.makedirs(self.root, exist_ok=True)
+
+    def _file(self, path):
+        parts = [p for p in path.split("/") if p]
+        if not parts or any(p in (".", "..") for p in parts):
+            raise ValueError(f"bad state path {path!r}")
+        return os.path.join(self.root, *parts[:-1], parts[-1] + ".json")
+
+    def _dir(self, path):
+        return os.path.join(self.root, *[p for p in path.split("/") if p])
+
+    def get(self, path):
+        try:
+            with open(self._file(path)) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+
+    def put(self, path, doc):
+        target = self._file(path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(doc, f, indent=1, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+
+    def create(self, path, doc):
+        target = self._file(path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        try:
+            fd = os.open(target + ".lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        try:
+            if os.path.exists(target):
+                return False
+            self.put(path, doc)
+            return True
+        finally:
+            os.close(fd)
+            os.unlink(target + ".lock")
+
+    def delete(self, path):
+        try:
+            os.unlink(self._file(path))
+        except FileNotFoundError:
+            pass
+        shutil.rmtree(self._dir(path), ignore_errors=True)
+
+    def children(self, path):
+        try:
+            names = os.listdir(self._dir(path))
+        except FileNotFoundError:
+            return []
+        out = set()
+        for n in names:
+            if n.startswith(".") or n.endswith(".lock"):
+                continue
+            out.add(n[:-5] if n.endswith(".json") else n)
+        return sorted(out)

@@ -1,0 +1,94 @@
+"""The wire protocol between instances, stream managers, the topology master and the CLI.
+
+Every message is a ZeroMQ multipart message whose first frame (after a ROUTER's
+identity frame) is a one-byte kind:
+
+* ``DATA``: ``[DATA, dest_task(4 bytes), batch]`` from an instance or a peer stream
+  manager; ``[DATA, batch]`` to an instance. ``batch`` is opaque to stream managers:
+  an encoded list of tuples ``[src_task, stream, values, msgid?]``.
+* ``CTRL``: ``[CTRL, msgpack map]`` with an ``op`` key (see :class:`Op`).
+
+Data batches are encoded by the topology's serializer (msgpack by default; pickle
+only when a topology opts in); control messages are always msgpack, so nothing
+pickled ever crosses a control channel.
+"""
+from __future__ import annotations
+
+import pickle
+import struct
+
+import msgpack
+
+DATA = b"D"
+CTRL = b"C"
+
+_TASK = struct.Struct(">I")
+task_bytes = _TASK.pack
+
+
+def task_of(frame):
+    return _TASK.unpack(frame)[0]
+
+
+def instance_identity(task):
+    return b"t%d" % task
+
+
+def stmgr_identity(container):
+    return b"s%d" % container
+
+
+class Op:
+    """Control operations (the ``op`` field of a CTRL message)."""
+
+    # instance -> stream manager (and on to the topology master)
+    REGISTER = "register"  # {task, component, pid, ok, error?}
+    HEARTBEAT = "heartbeat"  # {task} / {container}
+    METRICS = "metrics"  # {task, seq, metrics}
+    ERROR = "error"  # {task, component, error, traceback, fatal}
+    # stream manager -> topology master
+    STMGR_REGISTER = "stmgr_register"  # {container, pid, tasks}
+    # topology master -> stream manager -> instance
+    START = "start"  # {active}
+    REREGISTER = "reregister"
+    ACTIVATE = "activate"
+    DEACTIVATE = "deactivate"
+    REPORT = "report"  # {seq}: send metrics now
+    # CLI -> topology master (request/reply)
+    STATUS = "status"
+    GET_METRICS = "get_metrics"
+
+
+_ctrl_packb = msgpack.Packer(use_bin_type=True).pack
+
+
+def ctrl(op, **fields):
+    fields["op"] = op
+    return [CTRL, _ctrl_packb(fields)]
+
+
+def decode_ctrl(frame):
+    return msgpack.unpackb(frame, raw=False, strict_map_key=False)
+
+
+class Serializer:
+    """Encodes and decodes data batches."""
+
+    def __init__(self, name="msgpack"):
+        self.name = name
+        if name == "msgpack":
+            self.dumps = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+            self.loads = _msgpack_loads
+        elif name == "pickle":
+            self.dumps = _pickle_dumps
+            self.loads = pickle.loads
+        else:
+            raise ValueError(f"unknown serializer {name!r}")
+
+
+def _msgpack_loads(b):
+    return msgpack.unpackb(b, raw=False, strict_map_key=False)
+
+
+def _pickle_dumps(obj):
+    return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)

@@ -1,0 +1,95 @@
+"""The output side of an instance: schema check, grouping, per-task batches.
+
+``emit`` is the hot path of every topology. It checks the arity against the
+declared fields, asks the stream's router for destination tasks, and appends
+the tuple to one batch per destination task; a batch is encoded and handed to
+``send`` when it is full, when the instance goes idle, or when the flush
+interval passes. Nothing here does I/O itself.
+"""
+from __future__ import annotations
+
+import time
+
+from bittern.api.stream import DEFAULT_STREAM
+from bittern.errors import SchemaError
+from bittern.wire import DATA, task_bytes
+
+from .grouping import StreamRouter, make_chooser
+
+
+def build_routers(plan, component, context):
+    """One :class:`StreamRouter` per output stream of ``component``."""
+    tdef, packing = plan.topology, plan.packing
+    comp_tasks = packing.component_tasks
+    local = set(packing.containers[packing.task_container[context.task_id]])
+    routers = {}
+    for stream, decl in tdef.components[component].outputs.items():
+        choosers, direct_tasks = [], []
+        for bolt, grouping in tdef.subscribers(component, stream):
+            tasks = comp_tasks[bolt]
+            if grouping.kind == "direct":
+                direct_tasks.extend(tasks)
+                continue
+            choosers.append(make_chooser(grouping, tasks, decl["fields"], local, context, component,
+                                         stream, where=f"component {bolt!r} input {component!r}"))
+        routers[stream] = StreamRouter(component, stream, decl["fields"], decl["direct"], choosers,
+                                       direct_tasks)
+    return routers
+
+
+class Emitter:
+    def __init__(self, task, component, routers, serializer, send, batch_size):
+        self.task = task
+        self.component = component
+        self.routers = routers
+        self._dumps = serializer.dumps
+        self._send = send  # send(frames)
+        self.batch_size = batch_size
+        self.buffers = {}  # dest task -> [tuple]
+        self.oldest = None  # monotonic time of the oldest unflushed tuple
+        self.emit_count = 0
+        self.transfer_count = 0
+        self._default = routers.get(DEFAULT_STREAM)
+
+    def emit(self, values, stream=DEFAULT_STREAM, anchors=None, direct_task=None, need_task_ids=False,
+             msgid=None):
+        router = self._default if stream == DEFAULT_STREAM else self.routers.get(stream)
+        if router is None:
+            raise SchemaError(f"component {self.component!r} emitted on undeclared stream {stream!r} "
+                              f"(streams: {', '.join(self.routers) or 'none'})")
+        if len(values) != router.arity:
+            raise SchemaError(f"component {self.component!r} stream {stream!r}: emitted {len(values)} "
+                              f"values {list(values)!r:.80} for fields {router.fields}")
+        tasks = router.route(values, direct_task)
+        tup = [self.task, stream, values] if msgid is None else [self.task, stream, values, msgid]
+        bufs = self.buffers
+        for t in tasks:
+            buf = bufs.get(t)
+            if buf is None:
+                bufs[t] = buf = []
+                if self.oldest is None:
+                    self.oldest = time.monotonic()
+            buf.append(tup)
+            if len(buf) >= self.batch_size:
+                self._flush_one(t, buf)
+        self.emit_count += 1
+        self.transfer_count += len(tasks)
+        return list(tasks) if need_task_ids else None
+
+    def _flush_one(self, task, buf):
+        payload = self._dumps(buf)
+        del self.buffers[task]
+        if not self.buffers:
+            self.oldest = None
+        self._send([DATA, task_bytes(task), payload])
+
+    def flush(self):
+        if not self.buffers:
+            return
+        bufs, self.buffers, self.oldest = self.buffers, {}, None
+        dumps, send = self._dumps, self._send
+        for task, buf in bufs.items():
+            send([DATA, task_bytes(task), dumps(buf)])
+
+    def due(self, now, interval):
+        return self.oldest is not None and now - self.oldest >= interval

@@ -1,0 +1,25 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="bittern",
+    version="0.1.0",
+    description="Storm/Heron-style stream processing in Python: one OS process per task, "
+                "stream managers over ZeroMQ",
+    python_requires=">=3.11",
+    packages=find_packages(include=["bittern", "bittern.*", "nimbus", "nimbus.*", "supervisor",
+                                    "supervisor.*", "instance", "instance.*", "streammgr", "streammgr.*"]),
+    package_data={"bittern": ["defaults.toml"]},
+    install_requires=[
+        "pyzmq>=25",  # the transport: ipc:// inside a container, tcp:// between them
+        "msgpack>=1.0",  # frames and tuple values, safe to decode from the network
+        "psutil>=5.9",  # process CPU/RSS for metrics and resource limits
+        "rich>=13",  # the live terminal UI (bittern top)
+    ],
+    extras_require={
+        "cluster": ["kazoo>=2.9"],  # ZooKeeper state manager (cluster mode)
+        "metrics": ["prometheus_client>=0.17"],
+        "spark": ["pyspark>=4.0,<5", "pandas<3", "pyarrow"],
+        "dev": ["pytest>=8", "pytest-timeout>=2", "kazoo>=2.9", "prometheus_client>=0.17"],
+    },
+    entry_points={"console_scripts": ["bittern=bittern.cli.main:main"]},
+)

@@ -1,0 +1,258 @@
+"""The topology master (Heron's tmanager): one per topology, in container 0.
+
+It learns which tasks are up (through the stream managers), gates the start of
+the topology until every task has initialized, records the outcome in the state
+manager, relays activate/deactivate, and aggregates metrics. The CLI talks to it
+over the same ROUTER socket (request/reply, identities starting with ``q``).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+
+import zmq
+
+from bittern import wire
+from bittern.proc import ParentWatch
+from bittern.state import LocalStateManager
+from bittern.wire import CTRL, Op
+
+from .metrics import MetricsStore
+
+log = logging.getLogger("bittern.tmaster")
+
+STARTING, RUNNING, FAILED = "STARTING", "RUNNING", "FAILED"
+REPORT_TIMEOUT = 5.0
+STMGR_TIMEOUT = 5.0
+
+
+class TopologyMaster:
+    def __init__(self, plan, state=None):
+        self.plan = plan
+        self.name = plan.name
+        self.state = state or LocalStateManager(plan.home)
+        self.all_tasks = set(plan.packing.task_component)
+        self.containers = set(plan.packing.containers)
+        self.tasks = {}  # task -> registration
+        self.stmgrs = {}  # container -> {"pid", "last", "counters", "queued"}
+        self.phase = STARTING
+        self.error = None
+        rec = self.state.topology(self.name) or {}
+        self.active = rec.get("state", "RUNNING") != "PAUSED"
+        self.metrics = MetricsStore(plan.packing.task_component)
+        self.errors = []  # recent errors, newest last
+        self.report_seq = 0
+        self.waiting = []  # [(identity, req, seq, deadline, reply_fields)]
+        self.stopping = False
+        self._parent = ParentWatch()
+        self._zctx = zmq.Context()
+        self.sock = self._zctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.bind(plan.tmaster)
+
+    # -- status -------------------------------------------------------------------------
+    def write_status(self):
+        self.state.put(f"status/{self.name}", {
+            "phase": self.phase, "error": self.error, "active": self.active,
+            "tmaster": self.plan.tmaster, "pid": os.getpid(), "updated": time.time(),
+            "tasks_ready": len(self.tasks), "tasks_total": len(self.all_tasks)})
+
+    def _fail(self, error):
+        if self.phase == FAILED:
+            return
+        self.phase = FAILED
+        self.error = error
+        log.error("topology %s failed: %s", self.name, error.get("error"))
+        self.write_status()
+
+    # -- sending ------------------------------------------------------------------------
+    def _send(self, identity, op, **fields):
+        try:
+            self.sock.send_multipart([identity] + wire.ctrl(op, **fields), zmq.NOBLOCK)
+        except zmq.ZMQError as e:
+            log.debug("cannot send %s to %r: %s", op, identity, e)
+
+    def broadcast(self, op, **fields):
+        for c in self.stmgrs:
+            self._send(wire.stmgr_identity(c), op, **fields)
+
+    # -- stream managers ----------------------------------------------------------------
+    def on_stmgr(self, identity, msg):
+        op = msg.get("op")
+        c = msg.get("container")
+        if op == Op.STMGR_REGISTER:
+            self.stmgrs[c] = {"pid": msg.get("pid"), "last": time.monotonic()}
+            for t, reg in (msg.get("tasks") or {}).items():
+                self._task_registered(int(t), reg)
+            log.info("stream manager %s registered (pid %s)", c, msg.get("pid"))
+            if self.phase == RUNNING:
+                self._send(identity, Op.START, active=self.active)
+            self._check_ready()
+            return
+        if c not in self.stmgrs:
+            self._send(identity, Op.REREGISTER)
+            return
+        self.stmgrs[c]["last"] = time.monotonic()
+        if op == Op.HEARTBEAT:
+            self.stmgrs[c]["counters"] = msg.get("counters")
+            self.stmgrs[c]["queued"] = msg.get("queued")
+        elif op == Op.REGISTER:
+            self._task_registered(msg["task"], msg)
+            self._check_ready()
+        elif op == Op.METRICS:
+            self.metrics.update(msg["task"], msg.get("metrics") or {}, msg.get("seq", 0))
+            self._answer_reports()
+        elif op == Op.ERROR:
+            self._on_error(msg)
+        else:
+            log.warning("unknown message from stream manager %s: %r", c, msg)
+
+    def _task_registered(self, task, reg):
+        if not reg.get("ok"):
+            self._fail({"error": f"component {reg.get('component')!r} task {task} failed to start: "
+                                 f"{reg.get('error')}", "traceback": reg.get("traceback")})
+            return
+        prev = self.tasks.get(task)
+        self.tasks[task] = {"pid": reg.get("pid"), "container": reg.get("container"),
+                            "component": reg.get("component")}
+        if prev and prev.get("pid") != reg.get("pid"):
+            log.info("task %d re-registered (pid %s -> %s)", task, prev.get("pid"), reg.get("pid"))
+
+    def _check_ready(self):
+        if self.phase != STARTING:
+            return
+        if self.all_tasks <= set(self.tasks) and self.containers <= set(self.stmgrs):
+            self.phase = RUNNING
+            log.info("all %d tasks up: topology %s is running (active=%s)",
+                     len(self.all_tasks), self.name, self.active)
+            self.broadcast(Op.START, active=self.active)
+            self.write_status()
+
+    def _on_error(self, msg):
+        rec = {k: msg.get(k) for k in ("task", "component", "where", "error", "traceback", "time")}
+        self.errors.append(rec)
+        del self.errors[:-100]
+        if msg.get("fatal"):
+            self._fail({"error": f"component {msg.get('component')!r} task {msg.get('task')}: "
+                                 f"{msg.get('error')}", "traceback": msg.get("traceback")})
+
+    # -- requests from the CLI ----------------------------------------------------------
+    def on_request(self, identity, msg):
+        op, req = msg.get("op"), msg.get("req")
+        if op == Op.STATUS:
+            self._send(identity, "reply", req=req, **self.status())
+        elif op in (Op.ACTIVATE, Op.DEACTIVATE):
+            self.active = op == Op.ACTIVATE
+            rec = self.state.topology(self.name)
+            if rec is not None:
+                rec["state"] = "RUNNING" if self.active else "PAUSED"
+                self.state.put(f"topologies/{self.name}", rec)
+            self.broadcast(op)
+            self.write_status()
+            self._start_report(identity, req, {"active": self.active})
+        elif op == Op.REPORT:
+            self._start_report(identity, req, {})
+        elif op == Op.GET_METRICS:
+            self._send(identity, "reply", req=req, **self.metrics_reply())
+        else:
+            self._send(identity, "reply", req=req, error=f"unknown request {op!r}")
+
+    def status(self):
+        return {"phase": self.phase, "active": self.active, "error": self.error,
+                "tasks": {str(t): r for t, r in self.tasks.items()},
+                "stmgrs": {str(c): {k: v for k, v in s.items() if k != "last"}
+                           for c, s in self.stmgrs.items()}}
+
+    def metrics_reply(self):
+        dropped = sum((s.get("counters") or {}).get("dropped", 0) for s in self.stmgrs.values())
+        return {"tasks": {str(t): m for t, m in self.metrics.task_totals().items()},
+                "components": self.metrics.component_totals(), "stmgr_dropped": dropped,
+                "errors": self.errors[-20:]}
+
+    def _start_report(self, identity, req, extra):
+        """Ask every instance for its metrics now; answer when all have reported."""
+        self.report_seq += 1
+        self.broadcast(Op.REPORT, seq=self.report_seq)
+        self.waiting.append((identity, req, self.report_seq, time.monotonic() + REPORT_TIMEOUT, extra))
+
+    def _answer_reports(self, now=None):
+        if not self.waiting:
+            return
+        now = now or time.monotonic()
+        keep = []
+        for identity, req, seq, deadline, extra in self.waiting:
+            missing = self.metrics.missing(seq)
+            if not missing or now >= deadline:
+                self._send(identity, "reply", req=req, missing=sorted(missing), **extra,
+                           **self.metrics_reply())
+            else:
+                keep.append((identity, req, seq, deadline, extra))
+        self.waiting = keep
+
+    # -- the loop -----------------------------------------------------------------------
+    def run(self):
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        self.write_status()
+        log.info("topology master of %s up at %s (pid %d)", self.name, self.plan.tmaster, os.getpid())
+        try:
+            while not self.stopping:
+                if self.sock.poll(200):
+                    for _ in range(256):
+                        try:
+                            frames = self.sock.recv_multipart(zmq.NOBLOCK)
+                        except zmq.Again:
+                            break
+                        self._dispatch(frames)
+                now = time.monotonic()
+                self._answer_reports(now)
+                for c, s in list(self.stmgrs.items()):
+                    if now - s["last"] > STMGR_TIMEOUT:
+                        log.warning("stream manager %s silent for %.0fs; forgetting it", c, now - s["last"])
+                        del self.stmgrs[c]
+                if self._parent.orphaned():
+                    log.warning("parent process is gone; exiting")
+                    break
+        finally:
+            self.sock.close(linger=0)
+            self._zctx.term()
+
+    def _on_signal(self, signum, frame):
+        self.stopping = True
+
+    def _dispatch(self, frames):
+        if len(frames) < 3 or frames[1] != CTRL:
+            log.warning("malformed message dropped (%d frames)", len(frames))
+            return
+        identity = frames[0]
+        try:
+            msg = wire.decode_ctrl(frames[2])
+        except Exception as e:  # noqa: BLE001 - a bad frame must not kill the master
+            log.warning("undecodable control message from %r dropped: %s", identity, e)
+            return
+        if identity.startswith(b"q"):
+            self.on_request(identity, msg)
+        else:
+            self.on_stmgr(identity, msg)
+
+
+def main(argv=None):
+    import argparse
+    import sys
+
+    from bittern import logs
+    from bittern.runplan import RunPlan
+    ap = argparse.ArgumentParser(prog="python -m streammgr.tmaster")
+    ap.add_argument("--plan", required=True)
+    a = ap.parse_args(argv)
+    plan = RunPlan.load(a.plan)
+    logs.setup(f"{plan.name} tmaster")
+    TopologyMaster(plan).run()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""The supervisor: starts a topology's containers, restarts what dies, stops it all."""
