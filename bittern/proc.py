@@ -101,3 +101,35 @@ class ParentWatch:
 
     def orphaned(self):
         return os.getppid() != self.ppid
+
+
+class SignalWaker:
+    """Turns SIGTERM/SIGINT into a flag *and* a readable fd, so an event loop blocked
+    in ``zmq.Poller.poll`` wakes up at once instead of at its next timeout."""
+
+    def __init__(self, on_signal=None):
+        import socket
+        self.stopping = False
+        self._cb = on_signal
+        self._r, self._w = socket.socketpair()
+        self._r.setblocking(False)
+        self._w.setblocking(False)
+        signal.set_wakeup_fd(self._w.fileno(), warn_on_full_buffer=False)
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
+
+    @property
+    def fd(self):
+        return self._r.fileno()
+
+    def _handle(self, signum, frame):
+        self.stopping = True
+        if self._cb:
+            self._cb(signum)
+
+    def clear(self):
+        try:
+            while self._r.recv(64):
+                pass
+        except (BlockingIOError, OSError):
+            pass

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import time
 import traceback
 
@@ -22,7 +21,7 @@ from bittern.api.stream import DEFAULT_STREAM
 from bittern.api.tuple import Tuple, register_schema, tick_tuple
 from bittern.errors import SchemaError
 from bittern.loader import load_class
-from bittern.proc import ParentWatch
+from bittern.proc import ParentWatch, SignalWaker
 from bittern.wire import CTRL, DATA, Op
 
 from .emitter import Emitter, build_routers
@@ -210,8 +209,10 @@ class Instance:
 
     # -- the loop -----------------------------------------------------------------------
     def run(self, endpoint):
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
+        self._waker = SignalWaker(self._on_signal)
+        self._poller = zmq.Poller()
+        self._poller.register(self.sock, zmq.POLLIN)
+        self._poller.register(self._waker.fd, zmq.POLLIN)
         self.sock.connect(endpoint)
         try:
             self._setup()
@@ -233,8 +234,15 @@ class Instance:
             self._shutdown()
         return 0
 
-    def _on_signal(self, signum, frame):
+    def _on_signal(self, signum):
         self.stopping = True
+
+    def _poll(self, timeout_ms):
+        """Wait for a message (True) or a timeout / stop signal (False)."""
+        for sock, _ in self._poller.poll(timeout_ms):
+            if sock is self.sock:
+                return True
+        return False
 
     def _timers(self, now):
         """Periodic work; returns seconds until the next timer is due."""
@@ -269,7 +277,7 @@ class Instance:
 
     def _bolt_loop(self):
         self._init_timers()
-        poll = self.sock.poll
+        poll = self._poll
         em = self.emitter
         while not self.stopping:
             now = time.monotonic()
@@ -286,7 +294,7 @@ class Instance:
     def _spout_loop(self):
         self._init_timers()
         em = self.emitter
-        poll = self.sock.poll
+        poll = self._poll
         sleep_max = self.conf["topology.sleep.spout.wait.strategy.time.ms"] / 1000.0
         idle = 0.0
         events = self.sock.getsockopt

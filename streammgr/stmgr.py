@@ -11,13 +11,12 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import signal
 import time
 
 import zmq
 
 from bittern import wire
-from bittern.proc import ParentWatch
+from bittern.proc import ParentWatch, SignalWaker
 from bittern.wire import CTRL, DATA, Op
 
 from .routing import LOCAL, PEER, OutQueues, RoutingTable
@@ -175,11 +174,11 @@ class StreamManager:
 
     # -- the loop -----------------------------------------------------------------------
     def run(self):
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
+        waker = SignalWaker(self._on_signal)
         poller = zmq.Poller()
         for s in (self.local, self.inbound, self.tm):
             poller.register(s, zmq.POLLIN)
+        poller.register(waker.fd, zmq.POLLIN)
         self.register_with_tm()
         next_hb = time.monotonic() + HEARTBEAT_SECS
         log.info("stream manager of container %d up (pid %d), local tasks %s",
@@ -210,7 +209,7 @@ class StreamManager:
             self._zctx.term()
             log.info("stream manager of container %d stopped", self.container)
 
-    def _on_signal(self, signum, frame):
+    def _on_signal(self, signum):
         self.stopping = True
 
     @staticmethod

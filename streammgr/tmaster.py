@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import time
 
 import zmq
 
 from bittern import wire
-from bittern.proc import ParentWatch
+from bittern.proc import ParentWatch, SignalWaker
 from bittern.state import LocalStateManager
 from bittern.wire import CTRL, Op
 
@@ -194,13 +193,15 @@ class TopologyMaster:
 
     # -- the loop -----------------------------------------------------------------------
     def run(self):
-        signal.signal(signal.SIGTERM, self._on_signal)
-        signal.signal(signal.SIGINT, self._on_signal)
+        waker = SignalWaker(self._on_signal)
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        poller.register(waker.fd, zmq.POLLIN)
         self.write_status()
         log.info("topology master of %s up at %s (pid %d)", self.name, self.plan.tmaster, os.getpid())
         try:
             while not self.stopping:
-                if self.sock.poll(200):
+                if self.sock in dict(poller.poll(200)):
                     for _ in range(256):
                         try:
                             frames = self.sock.recv_multipart(zmq.NOBLOCK)
@@ -220,7 +221,7 @@ class TopologyMaster:
             self.sock.close(linger=0)
             self._zctx.term()
 
-    def _on_signal(self, signum, frame):
+    def _on_signal(self, signum):
         self.stopping = True
 
     def _dispatch(self, frames):

@@ -12,10 +12,12 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m supervisor")
     ap.add_argument("--local", metavar="NAME", required=True, help="topology to run on this machine")
     ap.add_argument("--home", default=None)
+    ap.add_argument("--detached", action="store_true",
+                    help="outlive the process that started us (bittern submit)")
     a = ap.parse_args(argv)
     home = a.home or default_home()
     logs.setup(f"{a.local} supervisor")
-    LocalSupervisor(LocalStateManager(home), a.local, home).run()
+    LocalSupervisor(LocalStateManager(home), a.local, home, detached=a.detached).run()
     return 0
 
 

@@ -66,14 +66,14 @@ class Proc:
 
 
 class LocalSupervisor:
-    def __init__(self, state, name, home, keep_state=False):
+    def __init__(self, state, name, home, keep_state=False, detached=False):
         self.state = state
         self.name = name
         self.home = home
         self.keep_state = keep_state
         self.stopping = False
         self.procs = {}
-        self._parent = ParentWatch()
+        self._parent = None if detached else ParentWatch()
         self._ipc = None
 
     def make_plan(self):
@@ -135,7 +135,7 @@ class LocalSupervisor:
         try:
             while not self.stopping:
                 time.sleep(0.1)
-                if self._parent.orphaned():
+                if self._parent is not None and self._parent.orphaned():
                     log.warning("parent process is gone; stopping the topology")
                     break
                 self.check()

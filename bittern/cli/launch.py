@@ -61,7 +61,8 @@ def start_supervisor(home, name, detached):
     for old in os.listdir(os.path.dirname(log_path)):  # a fresh run starts fresh logs
         if old.endswith(".log"):
             os.unlink(os.path.join(os.path.dirname(log_path), old))
-    return spawn(module_cmd("supervisor", "--local", name, "--home", home), log_path,
+    cmd = module_cmd("supervisor", "--local", name, "--home", home) + (["--detached"] if detached else [])
+    return spawn(cmd, log_path,
                  env={"BITTERN_HOME": home}, die_with_parent=not detached, new_session=detached)
 
 

@@ -1,0 +1,48 @@
+"""Components shared by the test topologies (importable because a topology file's
+directory is on the instances' sys.path).
+
+* ``NumberSpout`` emits ``[i, key]`` for i in 0..N-1 (``test.count``), key = i % ``test.keys``.
+* ``RecordBolt`` appends every tuple it receives to ``<test.out>/<component>-<task>.jsonl``
+  (flushed on close), then re-emits it unchanged on its default stream if it declares one.
+"""
+import json
+import os
+
+from bittern import Bolt, Spout
+
+
+class NumberSpout(Spout):
+    outputs = ["n", "key"]
+
+    def initialize(self, config, context):
+        self.i = 0
+        self.count = int(config.get("test.count", 1000))
+        self.keys = int(config.get("test.keys", 10))
+        # With par > 1, task k emits the numbers congruent to k modulo par.
+        self.index = context.task_index
+        self.par = len(context.get_component_tasks(context.component))
+        self.i = self.index
+
+    def next_tuple(self):
+        if self.i >= self.count:
+            return
+        self.emit([self.i, f"k{self.i % self.keys}"], tup_id=self.i)
+        self.i += self.par
+
+
+class RecordBolt(Bolt):
+    outputs = []
+
+    def initialize(self, config, context):
+        out = config["test.out"]
+        os.makedirs(out, exist_ok=True)
+        self.path = os.path.join(out, f"{context.component}-{context.task_id}.jsonl")
+        self.f = open(self.path, "a")
+        self.task = context.task_id
+
+    def process(self, tup):
+        self.f.write(json.dumps({"task": self.task, "src": tup.component, "src_task": tup.task,
+                                 "stream": tup.stream, "values": tup.values}) + "\n")
+
+    def close(self):
+        self.f.close()

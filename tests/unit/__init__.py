@@ -1,0 +1,1 @@
+"""Fast unit tests of the pure modules (no processes, no sockets)."""
