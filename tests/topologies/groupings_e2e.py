@@ -12,7 +12,7 @@ from groupings_kit import DirectorBolt, GroupingSpout, ModuloGrouping, Recorder
 
 
 class GroupingsE2E(Topology):
-    config = {"topology.stmgrs": 2, "test.count": 1200, "test.keys": 12}
+    config = {"topology.stmgrs": 2, "test.count": 1200, "test.keys": 13}
 
     src = GroupingSpout.spec(par=2)
 
