@@ -6,6 +6,7 @@ identity frame) is a one-byte kind:
 * ``DATA``: ``[DATA, dest_task(4 bytes), batch]`` from an instance or a peer stream
   manager; ``[DATA, batch]`` to an instance. ``batch`` is opaque to stream managers:
   an encoded list of tuples ``[src_task, stream, values, msgid?]``.
+* ``ACK``: like ``DATA``, to a spout task; the batch is ``[[root, xor, ...], [failed root, ...]]``.
 * ``CTRL``: ``[CTRL, msgpack map]`` with an ``op`` key (see :class:`Op`).
 
 Data batches are encoded by the topology's serializer (msgpack by default; pickle
@@ -20,7 +21,9 @@ import struct
 import msgpack
 
 DATA = b"D"
+ACK = b"A"  # acks/fails on their way to the spout task that tracks the root
 CTRL = b"C"
+ROUTED = (DATA, ACK)  # kinds the stream manager forwards by destination task
 
 _TASK = struct.Struct(">I")
 task_bytes = _TASK.pack

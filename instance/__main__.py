@@ -6,7 +6,8 @@ from bittern import logs
 from bittern.console import ConsoleWriter, console_path
 from bittern.runplan import RunPlan
 
-from .runtime import Instance
+from .bolt import BoltInstance
+from .spout import SpoutInstance
 
 
 def main(argv=None):
@@ -19,7 +20,8 @@ def main(argv=None):
     logs.setup(f"{plan.name} {comp}[{a.task}]")
     sys.stdout = ConsoleWriter(console_path(plan.home, plan.name), f"{comp}[{a.task}] ", sys.stdout)
     container = plan.packing.task_container[a.task]
-    inst = Instance(plan, a.task)
+    kind = plan.topology.components[comp].kind
+    inst = (SpoutInstance if kind == "spout" else BoltInstance)(plan, a.task)
     return inst.run(plan.stmgrs[container]["ipc"])
 
 

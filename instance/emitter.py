@@ -14,6 +14,7 @@ from bittern.api.stream import DEFAULT_STREAM
 from bittern.errors import SchemaError
 from bittern.wire import DATA, task_bytes
 
+from .acking import new_edge
 from .grouping import StreamRouter, make_chooser
 
 
@@ -51,8 +52,7 @@ class Emitter:
         self.transfer_count = 0
         self._default = routers.get(DEFAULT_STREAM)
 
-    def emit(self, values, stream=DEFAULT_STREAM, anchors=None, direct_task=None, need_task_ids=False,
-             msgid=None):
+    def _router(self, values, stream):
         router = self._default if stream == DEFAULT_STREAM else self.routers.get(stream)
         if router is None:
             raise SchemaError(f"component {self.component!r} emitted on undeclared stream {stream!r} "
@@ -60,8 +60,15 @@ class Emitter:
         if len(values) != router.arity:
             raise SchemaError(f"component {self.component!r} stream {stream!r}: emitted {len(values)} "
                               f"values {list(values)!r:.80} for fields {router.fields}")
+        return router
+
+    def emit(self, values, stream=DEFAULT_STREAM, anchors=None, direct_task=None, need_task_ids=False):
+        """An untracked emit (at-most-once, or a bolt emit with no anchors)."""
+        router = self._default if stream == DEFAULT_STREAM else None
+        if router is None or len(values) != router.arity:
+            router = self._router(values, stream)
         tasks = router.route(values, direct_task)
-        tup = [self.task, stream, values] if msgid is None else [self.task, stream, values, msgid]
+        tup = [self.task, stream, values]
         bufs = self.buffers
         for t in tasks:
             buf = bufs.get(t)
@@ -75,6 +82,36 @@ class Emitter:
         self.emit_count += 1
         self.transfer_count += len(tasks)
         return list(tasks) if need_task_ids else None
+
+    def emit_tracked(self, values, stream, roots, odd, direct_task=None, need_task_ids=False):
+        """Emit a tuple that belongs to the trees ``roots``: each destination gets a
+        fresh edge id, carried under every root (0 under roots whose anchors cancel,
+        ``odd[i]`` False, as in Storm). Returns ``(tasks, xor of the new edges)``."""
+        tasks = self._router(values, stream).route(values, direct_task)
+        bufs = self.buffers
+        xor = 0
+        single = len(roots) == 1
+        for t in tasks:
+            e = new_edge()
+            xor ^= e
+            if single:
+                msgid = [roots[0], e if odd[0] else 0]
+            else:
+                msgid = []
+                for r, o in zip(roots, odd):
+                    msgid.append(r)
+                    msgid.append(e if o else 0)
+            buf = bufs.get(t)
+            if buf is None:
+                bufs[t] = buf = []
+                if self.oldest is None:
+                    self.oldest = time.monotonic()
+            buf.append([self.task, stream, values, msgid])
+            if len(buf) >= self.batch_size:
+                self._flush_one(t, buf)
+        self.emit_count += 1
+        self.transfer_count += len(tasks)
+        return (list(tasks) if need_task_ids else tasks), xor
 
     def _flush_one(self, task, buf):
         payload = self._dumps(buf)

@@ -48,12 +48,15 @@ class FieldsChooser:
 
     def choose(self, values):
         key = values[self._one] if self._one is not None else tuple(values[i] for i in self._idx)
+        if type(key) is not str:
+            # Only strings are cached: 1, 1.0 and True are equal dict keys but encode
+            # (and so hash) differently, and a cache must not make placement depend on
+            # which of them this emitter saw first.
+            return self._single[stable_hash(key) % self._n]
         try:
             return self._cache[key]
         except KeyError:
             pass
-        except TypeError:  # unhashable key (a list, a dict): hash its encoding every time
-            return self._single[stable_hash(key) % self._n]
         out = self._single[stable_hash(key) % self._n]
         if len(self._cache) >= _KEY_CACHE_MAX:
             self._cache.clear()

@@ -17,7 +17,7 @@ import zmq
 
 from bittern import wire
 from bittern.proc import ParentWatch, SignalWaker
-from bittern.wire import CTRL, DATA, Op
+from bittern.wire import CTRL, ROUTED, Op
 
 from .routing import LOCAL, PEER, OutQueues, RoutingTable
 
@@ -117,15 +117,15 @@ class StreamManager:
             log.warning("topology master is not taking messages; dropped %s", op)
 
     # -- data ---------------------------------------------------------------------------
-    def route(self, dest_frame, payload):
+    def route(self, kind, dest_frame, payload):
         task = wire.task_of(dest_frame)
         where, arg = self.table.route(task)
         if where == LOCAL:
             self.counters["local"] += 1
-            self._send_local(task, [arg, DATA, payload], len(payload))
+            self._send_local(task, [arg, kind, payload], len(payload))
         elif where == PEER:
             self.counters["peer"] += 1
-            self._send_peer(arg, [DATA, dest_frame, payload], len(payload))
+            self._send_peer(arg, [kind, dest_frame, payload], len(payload))
         else:
             self.counters["dropped"] += 1
 
@@ -224,16 +224,16 @@ class StreamManager:
 
     def _on_local(self, frames):
         kind = frames[1].bytes
-        if kind == DATA:
-            self.route(frames[2].bytes, frames[3])
+        if kind in ROUTED:
+            self.route(kind, frames[2].bytes, frames[3])
         elif kind == CTRL:
             self.on_instance_ctrl(frames[0].bytes, wire.decode_ctrl(frames[2].bytes))
 
     def _on_inbound(self, frames):
         kind = frames[1].bytes
-        if kind == DATA:
+        if kind in ROUTED:
             self.counters["from_peers"] += 1
-            self.route(frames[2].bytes, frames[3])
+            self.route(kind, frames[2].bytes, frames[3])
         else:
             log.warning("unexpected message from peer %r", frames[0].bytes)
 

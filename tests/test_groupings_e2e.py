@@ -342,10 +342,11 @@ def test_custom_grouping_goes_where_choose_tasks_says(ok, packing, component, of
     assert sum(1 for (n, _t) in got if n % 10 == 5) == 2 * (COUNT // 10)
     # prepare(context, component, stream, target_tasks) ran in each emitting task
     notes = sorted((n for n in ok.prepare_notes if n["offset"] == offset), key=lambda n: n["emitter_task"])
-    assert [n["emitter_task"] for n in notes] == packing.component_tasks["src"]
+    assert [n["emitter_task"] for n in notes] == packing.component_tasks["src"], \
+        f"prepare() notes of offset {offset}: {notes}"
     for n in notes:
-        assert n["emitter"] == "src" and n["component"] == "src" and n["stream"] == "default"
-        assert sorted(n["target_tasks"]) == tasks
+        assert (n["emitter"], n["component"], n["stream"]) == ("src", "src", "default"), n
+        assert sorted(n["target_tasks"]) == tasks, n
 
 
 def test_partial_key_two_candidates_per_key(ok, packing):
@@ -414,11 +415,11 @@ def test_need_task_ids_returns_where_tuples_went(ok, packing):
 def test_multi_stream_subscribers_see_only_their_stream(ok, packing):
     evens, odds = range(0, COUNT, 2), range(1, COUNT, 2)
     ev = ok.recv["evens_sink"]
-    assert {r["stream"] for r in ev} == {"evens"}
+    assert Counter(r["stream"] for r in ev) == {"evens": COUNT // 2}
     assert_each_once(ev, evens, "evens_sink")
     assert all(r["by_name"] == {"n": r["values"][0], "key": f"k{r['values'][0] % KEYS}"} for r in ev)
     od = ok.recv["odds_sink"]
-    assert {r["stream"] for r in od} == {"odds"}
+    assert Counter(r["stream"] for r in od) == {"odds": COUNT // 2}
     assert_each_once(od, odds, "odds_sink")
     assert all(r["by_name"] == {"n": r["values"][0], "sq": r["values"][0] ** 2} for r in od)
     sq_tasks = defaultdict(set)  # fields grouping on the odds stream's own field
@@ -434,7 +435,7 @@ def test_multi_stream_subscribers_see_only_their_stream(ok, packing):
     for r in both:
         assert set(r["by_name"]) == ({"n", "key"} if r["stream"] == "evens" else {"n", "sq"})
     tb = ok.recv["tick_bolt"]
-    assert {r["stream"] for r in tb} == {"evens"}
+    assert Counter(r["stream"] for r in tb) == {"evens": COUNT // 2}
     assert_each_once(tb, evens, "tick_bolt")
     # and the subscribers of default never see the named streams
     for comp in DEFAULT_SUBSCRIBERS:
@@ -449,8 +450,9 @@ def test_tick_tuples_reach_process_tick(ok, packing):
         assert t["values"] == [TICK_SECS]
     times = [t["time"] for t in ticks]
     gaps = [b - a for a, b in zip(times, times[1:])]
-    assert min(gaps) >= 0.9 * TICK_SECS, gaps
-    assert sum(gaps) / len(gaps) <= 2.0 * TICK_SECS, gaps
+    assert all(g > 0 for g in gaps), gaps
+    # on average one tick per period: not faster, and not much slower on a busy machine
+    assert 0.9 * TICK_SECS <= sum(gaps) / len(gaps) <= 2.0 * TICK_SECS, gaps
     # ticks go to process_tick only, and only to the component configured for them
     assert not any(r["is_tick"] for comp in ok.recv.values() for r in comp)
-    assert {c for c, v in ok.ticks.items() if v} == {"tick_bolt"}
+    assert {c: len(v) for c, v in ok.ticks.items() if v} == {"tick_bolt": len(ticks)}

@@ -221,9 +221,13 @@ def _component_def(spec):
         streams = declared_streams(cls)
     except TopologyError as e:
         raise TopologyError(f"component {cname!r}: {e}") from None
-    for extra in getattr(spec, "optional_outputs", None) or ():
-        for sname, s in declared_streams(type("X", (), {"outputs": [extra]})).items():
-            streams[sname] = s
+    extras = getattr(spec, "optional_outputs", None) or ()
+    if extras:  # heronpy: added to the class's outputs (field names extend the default stream)
+        base = list(getattr(cls, "outputs", None) or ())
+        try:
+            streams = declared_streams(type(cls.__name__, (), {"outputs": base + list(extras)}))
+        except TopologyError as e:
+            raise TopologyError(f"component {cname!r}: optional_outputs: {e}") from None
     if not isinstance(spec.config, dict):
         raise TopologyError(f"component {cname!r}: config must be a dict")
     return ComponentDef(cname, spec.kind, class_path(cls), par,
@@ -295,8 +299,8 @@ def load_custom_grouping(custom, where="custom grouping"):
         if "pickle" in custom:
             return pickle.loads(base64.b64decode(custom["pickle"]))
         return import_path(custom["class"])()
-    except TopologyError:
-        raise
+    except TopologyError as e:
+        raise TopologyError(f"{where}: cannot load custom grouping: {e}") from None
     except Exception as e:  # noqa: BLE001 - user code; reported with its cause
         raise TopologyError(f"{where}: cannot load custom grouping: {type(e).__name__}: {e}") from None
 

@@ -59,20 +59,22 @@ class LocalStateManager(StateManager):
             raise
 
     def create(self, path, doc):
+        """Exclusive create: the document is written to a temp file and hard-linked to
+        its name, which fails if the name exists (atomic, and no lock file to leak)."""
         target = self._file(path)
         os.makedirs(os.path.dirname(target), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
         try:
-            fd = os.open(target + ".lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            with os.fdopen(fd, "w") as f:
+                json.dump(doc, f, indent=1, sort_keys=True)
+                f.flush()
+                os.fsync(f.fileno())
+            os.link(tmp, target)
+            return True
         except FileExistsError:
             return False
-        try:
-            if os.path.exists(target):
-                return False
-            self.put(path, doc)
-            return True
         finally:
-            os.close(fd)
-            os.unlink(target + ".lock")
+            os.unlink(tmp)
 
     def delete(self, path):
         try:
@@ -88,7 +90,7 @@ class LocalStateManager(StateManager):
             return []
         out = set()
         for n in names:
-            if n.startswith(".") or n.endswith(".lock"):
+            if n.startswith("."):
                 continue
             out.add(n[:-5] if n.endswith(".json") else n)
         return sorted(out)

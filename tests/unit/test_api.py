@@ -365,8 +365,6 @@ def test_custom_grouping_without_choose_tasks_is_refused():
         Grouping.custom(NoChooseGrouping())
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: load_custom_grouping re-raises the TopologyError of "
-                   "import_path without its `where`, so the message does not name the component")
 def test_unimportable_custom_grouping_names_the_component():
     class T(Topology):
         word = WordSpout.spec()
@@ -600,9 +598,6 @@ def test_builder_optional_outputs_streams():
                                             "errors": {"fields": ["e"], "direct": False}}
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: optional_outputs field names replace the class's default "
-                   "stream instead of extending it (heronpy appends them to outputs); "
-                   "bittern/api/topology.py _component_def builds a one-field class per entry")
 def test_builder_optional_output_fields_extend_the_default_stream():
     b = TopologyBuilder("t")
     b.add_spout("word", WordSpout, optional_outputs=["extra"])

@@ -126,9 +126,6 @@ def test_fields_cache_is_bounded(monkeypatch):
     assert ch.choose(["w3"]) == [[1, 2, 3][stable_hash("w3") % 3]]
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: FieldsChooser's key cache is a dict, so keys that are "
-                   "equal in Python but encode differently (1, 1.0, True) share one entry: the task "
-                   "for 1.0 depends on which key this emitter saw first, unlike a fresh emitter")
 def test_fields_choice_does_not_depend_on_history():
     tasks = [1, 2, 3]
     fresh = FieldsChooser(tasks, [0])

@@ -1,0 +1,153 @@
+"""Storm's acker algorithm as pure state machines (no I/O, no clocks of their own).
+
+Every edge of a tuple tree gets a random 64-bit id. A root's value is the XOR of
+the edge ids it has seen: the spout XORs in the edges it emits, each bolt's ack
+XORs out the edge it consumed and in the edges it emitted anchored to it. Every
+id appears exactly twice, so the value is zero exactly when the tree is done.
+
+Where the tracker lives: each spout task tracks its own roots (a root id carries
+its spout task in its top 16 bits, so acks are routed to it like data, by task,
+and the stream manager forwards them without decoding). Sharding by root is then
+sharding by spout task, the spout learns of completion without another hop, and
+the stream manager stays a byte mover; the cost is XOR work in the spout process,
+which the bolt side keeps small by folding all acks of one root in a batch into
+one entry (:class:`AckBuffer`). Heron keeps this table in its C++ stream manager;
+in Python, a stream manager that decodes every ack would be the bottleneck of the
+whole container.
+"""
+from __future__ import annotations
+
+import random
+
+ROOT_TASK_SHIFT = 48
+_RAND48 = (1 << ROOT_TASK_SHIFT) - 1
+_getrandbits = random.getrandbits
+
+
+def new_edge():
+    """A random non-zero 64-bit edge id."""
+    e = _getrandbits(64)
+    return e or 1
+
+
+def new_root(task):
+    """A root id that names the spout task that tracks it."""
+    return (task << ROOT_TASK_SHIFT) | (_getrandbits(48) or 1)
+
+
+def root_task(root):
+    return root >> ROOT_TASK_SHIFT
+
+
+ACKED, FAILED = "acked", "failed"
+
+
+class RootTracker:
+    """The spout side: one entry per root in flight, in insertion order (oldest first).
+
+    Entries are ``[xor, tup_id, stream, started, registered]``. An ack may arrive
+    before the spout registered the root (it cannot here, but the algorithm allows
+    it): the value is kept and completed by the registration.
+    """
+
+    def __init__(self):
+        self.entries = {}
+        self.inflight = 0  # registered trees not yet acked, failed or expired
+
+    def __len__(self):
+        return self.inflight
+
+    def register(self, root, xor, tup_id, stream, now):
+        """The spout emitted a tuple tree rooted at ``root`` whose edges XOR to ``xor``.
+        Returns ``(ACKED, tup_id, stream, started)`` if the tree is already complete."""
+        e = self.entries.get(root)
+        if e is None:
+            if xor == 0:
+                return ACKED, tup_id, stream, now
+            self.entries[root] = [xor, tup_id, stream, now, True]
+            self.inflight += 1
+            return None
+        e[0] ^= xor
+        e[1], e[2], e[3], e[4] = tup_id, stream, now, True
+        self.inflight += 1
+        return self._settle(root, e)
+
+    def ack(self, root, value, now):
+        """Fold an ack value in; returns the outcome if the tree completed."""
+        e = self.entries.get(root)
+        if e is None:
+            self.entries[root] = [value, None, None, now, False]
+            return None
+        e[0] ^= value
+        return self._settle(root, e)
+
+    def fail(self, root):
+        """A bolt failed a tuple of this tree: the spout's ``fail`` is due, once."""
+        e = self.entries.pop(root, None)
+        if e is None or not e[4]:
+            return None
+        self.inflight -= 1
+        return FAILED, e[1], e[2], e[3]
+
+    def _settle(self, root, e):
+        if e[0] == 0 and e[4]:
+            del self.entries[root]
+            self.inflight -= 1
+            return ACKED, e[1], e[2], e[3]
+        return None
+
+    def expire(self, cutoff):
+        """Remove the trees started before ``cutoff``; returns the registered ones
+        as ``(FAILED, tup_id, stream, started)`` (their spout ``fail`` is due)."""
+        out = []
+        entries = self.entries
+        while entries:
+            root = next(iter(entries))
+            e = entries[root]
+            if e[3] >= cutoff:
+                break
+            del entries[root]
+            if e[4]:
+                self.inflight -= 1
+                out.append((FAILED, e[1], e[2], e[3]))
+        return out
+
+
+class AckBuffer:
+    """The bolt side: acks and fails waiting to go to their spout tasks. Acks of one
+    root are folded together, so a batch carries one entry per root."""
+
+    def __init__(self):
+        self.acks = {}  # spout task -> {root: xor}
+        self.fails = {}  # spout task -> set(root)
+        self.count = 0
+
+    def ack(self, root, value):
+        task = root >> ROOT_TASK_SHIFT
+        d = self.acks.get(task)
+        if d is None:
+            self.acks[task] = d = {}
+        d[root] = d.get(root, 0) ^ value
+        self.count += 1
+
+    def fail(self, root):
+        task = root >> ROOT_TASK_SHIFT
+        self.fails.setdefault(task, set()).add(root)
+        self.count += 1
+
+    def __bool__(self):
+        return self.count > 0
+
+    def drain(self):
+        """``{spout task: [acks as flat [root, xor, ...], fails as [root, ...]]}`` and reset."""
+        out = {}
+        for task, d in self.acks.items():
+            flat = []
+            for r, x in d.items():
+                flat.append(r)
+                flat.append(x)
+            out[task] = [flat, []]
+        for task, roots in self.fails.items():
+            out.setdefault(task, [[], []])[1] = list(roots)
+        self.acks, self.fails, self.count = {}, {}, 0
+        return out

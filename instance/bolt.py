@@ -1,0 +1,199 @@
+"""The bolt side of an instance: decodes batches, calls ``process`` per tuple,
+acks / fails / anchors (automatically unless the bolt does it), sends ticks."""
+from __future__ import annotations
+
+import logging
+import time
+
+from bittern.api.stream import DEFAULT_STREAM
+from bittern.api.tuple import Tuple, tick_tuple
+from bittern.errors import SchemaError
+
+from .acking import AckBuffer
+from .runtime import Crash, Instance
+from .stats import LatencyStat
+
+log = logging.getLogger("bittern.instance")
+
+_new_tuple = tuple.__new__
+ACK_FLUSH_ENTRIES = 2048
+
+
+class BoltInstance(Instance):
+    kind = "bolt"
+
+    def __init__(self, plan, task):
+        super().__init__(plan, task)
+        self.ackbuf = AckBuffer()
+        self.crash_on_error = bool(self.conf["bittern.bolt.crash.on.exception"])
+        self.execute_latency = LatencyStat()
+        self.process_latency = LatencyStat()
+        self._cur = None  # the tuple being processed
+        self._cur_acc = 0  # XOR of the edges emitted anchored to it
+        self._cur_done = False  # acked or failed by the bolt itself
+        self._held = {}  # id(tuple) -> [tuple, acc, received]: tuples kept past process()
+
+    # -- binding ------------------------------------------------------------------------
+    def bind(self, obj):
+        self.auto_ack = getattr(obj, "auto_ack", True)
+        self.auto_fail = getattr(obj, "auto_fail", True)
+        self.auto_anchor = getattr(obj, "auto_anchor", True)
+        if self.acking:
+            obj.emit, obj.ack, obj.fail = self.emit_anchored, self.ack, self.fail
+        else:
+            obj.emit, obj.ack, obj.fail = self.emitter.emit, self.ack_untracked, self.fail_untracked
+
+    def ack_untracked(self, tup):
+        if tup is self._cur:
+            self._cur_done = True
+        self.counters["__ack-count"] += 1
+
+    def fail_untracked(self, tup):
+        if tup is self._cur:
+            self._cur_done = True
+        self.counters["__fail-count"] += 1
+
+    def emit_anchored(self, values, stream=DEFAULT_STREAM, anchors=None, direct_task=None,
+                      need_task_ids=False):
+        if anchors is None:
+            anchors = (self._cur,) if self.auto_anchor and self._cur is not None else ()
+        elif isinstance(anchors, Tuple):
+            anchors = (anchors,)
+        ids = [a.id for a in anchors if a.id]
+        if not ids:
+            return self.emitter.emit(values, stream, None, direct_task, need_task_ids)
+        if len(ids) == 1 and len(ids[0]) == 2:
+            roots, odd = [ids[0][0]], [True]
+        else:  # several roots: a root anchored an even number of times cancels (Storm)
+            parity = {}
+            for msgid in ids:
+                for i in range(0, len(msgid), 2):
+                    parity[msgid[i]] = not parity.get(msgid[i], False)
+            roots, odd = list(parity), list(parity.values())
+        tasks, xor = self.emitter.emit_tracked(values, stream, roots, odd, direct_task, need_task_ids)
+        for a in anchors:
+            if a.id:
+                if a is self._cur:
+                    self._cur_acc ^= xor
+                else:
+                    h = self._held.get(id(a))
+                    if h is None:
+                        self._held[id(a)] = h = [a, 0, time.monotonic()]
+                    h[1] ^= xor
+        return tasks if need_task_ids else None
+
+    def _take_acc(self, tup):
+        if tup is self._cur:
+            self._cur_done = True
+            return self._cur_acc, None
+        h = self._held.pop(id(tup), None)
+        return (h[1], h[2]) if h is not None else (0, None)
+
+    def ack(self, tup):
+        self.counters["__ack-count"] += 1
+        acc, received = self._take_acc(tup)
+        if received is not None:
+            self.process_latency.add(time.monotonic() - received)
+        msgid = tup.id
+        if msgid:
+            for i in range(0, len(msgid), 2):
+                self.ackbuf.ack(msgid[i], msgid[i + 1] ^ acc)
+
+    def fail(self, tup):
+        self.counters["__fail-count"] += 1
+        self._take_acc(tup)
+        msgid = tup.id
+        if msgid:
+            for i in range(0, len(msgid), 2):
+                self.ackbuf.fail(msgid[i])
+
+    # -- data ---------------------------------------------------------------------------
+    def on_data(self, payload):
+        batch = self._loads(payload)
+        comp_of = self.task_component
+        process = self.obj.process
+        t0 = time.monotonic()
+        if not self.acking and not self._held:
+            for t in batch:
+                tup = _new_tuple(Tuple, (None, comp_of[t[0]], t[1], t[0], t[2]))
+                try:
+                    process(tup)
+                except Exception as e:  # noqa: BLE001 - user code: log, count, keep serving
+                    self._process_error(tup, e)
+        else:
+            for t in batch:
+                tup = _new_tuple(Tuple, (t[3] if len(t) > 3 else None, comp_of[t[0]], t[1], t[0], t[2]))
+                self._cur, self._cur_acc, self._cur_done = tup, 0, False
+                try:
+                    process(tup)
+                except Exception as e:  # noqa: BLE001 - user code
+                    self._process_error(tup, e)
+                if not self._cur_done:
+                    if self.auto_ack:
+                        self.ack(tup)
+                    else:
+                        self._held[id(tup)] = [tup, self._cur_acc, t0]
+            self._cur = None
+        n = len(batch)
+        dt = (time.monotonic() - t0) / n
+        self.execute_latency.add(dt, n)
+        self.counters["__execute-count"] += n
+        if self.ackbuf.count >= ACK_FLUSH_ENTRIES:
+            self.send_acks(self.ackbuf)
+
+    def _process_error(self, tup, e):
+        fatal = isinstance(e, SchemaError)
+        self.report_error("process", e, fatal=fatal)
+        if self.auto_fail and (tup is not self._cur or not self._cur_done):
+            (self.fail if self.acking else self.fail_untracked)(tup)
+        if self.crash_on_error:
+            self.flush()
+            raise Crash(f"process raised {type(e).__name__} and bittern.bolt.crash.on.exception is set")
+
+    def flush(self):
+        self.emitter.flush()
+        if self.ackbuf:
+            self.send_acks(self.ackbuf)
+
+    def metrics(self):
+        m = super().metrics()
+        m["__execute-latency"] = self.execute_latency.snapshot()
+        lat = self.process_latency if self.process_latency.count else self.execute_latency
+        m["__process-latency"] = lat.snapshot()
+        return m
+
+    # -- the loop -----------------------------------------------------------------------
+    def init_timers(self):
+        super().init_timers()
+        self._tick_every = float(self.conf["topology.tick.tuple.freq.secs"])
+        self._next_tick = time.monotonic() + self._tick_every
+
+    def timers(self, now):
+        wait = super().timers(now)
+        if self._tick_every and self.started:
+            if now >= self._next_tick:
+                self._next_tick = now + self._tick_every
+                try:
+                    self.obj.process_tick(tick_tuple(self._tick_every))
+                except Exception as e:  # noqa: BLE001 - user code
+                    self.report_error("process_tick", e)
+            wait = min(wait, max(0.0, self._next_tick - now))
+        return wait
+
+    def loop(self):
+        poll = self.poll
+        em = self.emitter
+        ackbuf = self.ackbuf
+        while not self.stopping:
+            now = time.monotonic()
+            wait = self.timers(now)
+            if em.buffers:
+                wait = min(wait, max(0.0, em.oldest + self._flush_every - now))
+            elif ackbuf:
+                wait = 0.0
+            if poll(int(wait * 1000) + (0 if wait == 0 else 1)):
+                emptied = self.drain()
+                if emptied or em.due(time.monotonic(), self._flush_every):
+                    self.flush()
+            elif em.buffers or ackbuf:
+                self.flush()

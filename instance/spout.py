@@ -1,0 +1,178 @@
+"""The spout side of an instance: calls ``next_tuple`` while active, not paused and
+under ``topology.max.spout.pending``; tracks the trees of reliable tuples."""
+from __future__ import annotations
+
+import time
+
+import zmq
+
+from bittern.api.stream import DEFAULT_STREAM
+from bittern.errors import SchemaError
+
+from .acking import ACKED, RootTracker, new_root
+from .runtime import Instance
+from .stats import LatencyStat
+
+SPOUT_BURST = 64  # next_tuple calls per loop turn
+_ODD = [True]
+
+
+class SpoutInstance(Instance):
+    kind = "spout"
+
+    def __init__(self, plan, task):
+        super().__init__(plan, task)
+        self.tracker = RootTracker()
+        self.completed = []  # outcomes to report to the spout after next_tuple returns
+        self.complete_latency = LatencyStat()
+        self.counters["__timeout-count"] = 0
+        self.max_pending = int(self.conf["topology.max.spout.pending"])
+        self.timeout = float(self.conf["topology.message.timeout.secs"])
+        self.timeouts_on = bool(self.conf["topology.enable.message.timeouts"]) and self.timeout > 0
+
+    def bind(self, obj):
+        em = self.emitter
+        emit_plain = em.emit
+        completed = self.completed
+        if not self.acking:
+            def emit(values, tup_id=None, stream=DEFAULT_STREAM, direct_task=None, need_task_ids=False):
+                tasks = emit_plain(values, stream, None, direct_task, need_task_ids)
+                if tup_id is not None:  # at most once: acked at once, as in Heron
+                    completed.append((ACKED, tup_id, stream, None))
+                return tasks
+        else:
+            tracked, register, task = em.emit_tracked, self.tracker.register, self.task
+            monotonic = time.monotonic
+
+            def emit(values, tup_id=None, stream=DEFAULT_STREAM, direct_task=None, need_task_ids=False):
+                if tup_id is None:
+                    return emit_plain(values, stream, None, direct_task, need_task_ids)
+                root = new_root(task)
+                tasks, xor = tracked(values, stream, [root], _ODD, direct_task, need_task_ids)
+                done = register(root, xor, tup_id, stream, monotonic())
+                if done is not None:
+                    completed.append(done)
+                return tasks if need_task_ids else None
+        obj.emit = emit
+
+    def set_active(self, active):
+        if active == self.active:
+            return
+        self.active = active
+        try:
+            (self.obj.activate if active else self.obj.deactivate)()
+        except Exception as e:  # noqa: BLE001 - user code
+            self.report_error("activate" if active else "deactivate", e)
+        if not active:
+            self.flush()
+
+    # -- acks -----------------------------------------------------------------------------
+    def on_ack(self, payload):
+        acks, fails = self._loads(payload)
+        now = time.monotonic()
+        ack, fail, out = self.tracker.ack, self.tracker.fail, self.completed
+        for i in range(0, len(acks), 2):
+            done = ack(acks[i], acks[i + 1], now)
+            if done is not None:
+                out.append(done)
+        for root in fails:
+            done = fail(root)
+            if done is not None:
+                out.append(done)
+        self.report_completed()
+
+    def report_completed(self):
+        """Call the spout's ack/fail for finished trees (never from inside next_tuple)."""
+        if not self.completed:
+            return
+        done = self.completed[:]
+        self.completed.clear()  # the emit closure holds this very list
+        obj, now, lat = self.obj, time.monotonic(), self.complete_latency
+        for outcome, tup_id, stream, started in done:
+            try:
+                if outcome == ACKED:
+                    self.counters["__ack-count"] += 1
+                    if started is not None:
+                        lat.add(now - started)
+                    obj.ack(tup_id)
+                else:
+                    self.counters["__fail-count"] += 1
+                    obj.fail(tup_id)
+            except Exception as e:  # noqa: BLE001 - user code
+                self.report_error(outcome == ACKED and "ack" or "fail", e)
+
+    def check_timeouts(self, now):
+        expired = self.tracker.expire(now - self.timeout)
+        if expired:
+            self.counters["__timeout-count"] += len(expired)
+            self.completed.extend(expired)
+            self.report_completed()
+
+    def metrics(self):
+        m = super().metrics()
+        m["__pending"] = len(self.tracker)
+        m["__complete-latency"] = self.complete_latency.snapshot()
+        return m
+
+    # -- the loop -------------------------------------------------------------------------
+    def init_timers(self):
+        super().init_timers()
+        self._timeout_every = max(0.05, self.timeout / 3) if self.timeouts_on else 0.0
+        self._next_timeout = time.monotonic() + self._timeout_every
+
+    def timers(self, now):
+        wait = super().timers(now)
+        if self._timeout_every and self.acking:
+            if now >= self._next_timeout:
+                self._next_timeout = now + self._timeout_every
+                self.check_timeouts(now)
+            wait = min(wait, max(0.0, self._next_timeout - now))
+        return wait
+
+    def can_emit(self):
+        return self.started and self.active and (not self.max_pending or self.tracker.inflight < self.max_pending)
+
+    def loop(self):
+        em = self.emitter
+        poll = self.poll
+        sleep_max = self.conf["topology.sleep.spout.wait.strategy.time.ms"] / 1000.0
+        idle = 0.0
+        events = self.sock.getsockopt
+        POLLIN, EVENTS = zmq.POLLIN, zmq.EVENTS
+        while not self.stopping:
+            if events(EVENTS) & POLLIN:
+                self.drain()
+            now = time.monotonic()
+            wait = self.timers(now)
+            if self.can_emit():
+                emitted = self.call_next_tuple(em)
+                self.report_completed()
+                if emitted:
+                    idle = 0.0
+                    if em.due(now, self._flush_every):
+                        self.flush()
+                    continue
+                self.flush()
+                idle = min(max(idle * 2, 0.0005), sleep_max)
+                wait = min(wait, idle)
+            else:
+                self.flush()
+            if poll(max(1, int(wait * 1000))):
+                self.drain()
+
+    def call_next_tuple(self, em):
+        next_tuple = self.obj.next_tuple
+        start = em.emit_count
+        for _ in range(SPOUT_BURST):
+            before = em.emit_count
+            try:
+                next_tuple()
+            except SchemaError as e:
+                self.report_error("next_tuple", e, fatal=True)
+                break
+            except Exception as e:  # noqa: BLE001 - user code
+                self.report_error("next_tuple", e)
+                break
+            if em.emit_count == before or not self.can_emit():
+                break
+        return em.emit_count - start

@@ -1,0 +1,42 @@
+"""Latency statistics kept by an instance (pure): count, mean, max and percentiles
+from a bounded ring of recent samples."""
+from __future__ import annotations
+
+RING = 1024
+
+
+class LatencyStat:
+    __slots__ = ("count", "total", "max", "_ring", "_i")
+
+    def __init__(self):
+        self.count = 0
+        self.total = 0.0
+        self.max = 0.0
+        self._ring = []
+        self._i = 0
+
+    def add(self, secs, n=1):
+        """``n`` events that took ``secs`` each (on average)."""
+        self.count += n
+        self.total += secs * n
+        if secs > self.max:
+            self.max = secs
+        if len(self._ring) < RING:
+            self._ring.append(secs)
+        else:
+            self._ring[self._i] = secs
+            self._i = (self._i + 1) % RING
+
+    def percentile(self, q):
+        if not self._ring:
+            return 0.0
+        s = sorted(self._ring)
+        return s[min(len(s) - 1, int(q * len(s)))]
+
+    def snapshot(self):
+        """Milliseconds, as Heron reports latencies."""
+        if not self.count:
+            return {"count": 0, "mean": 0.0, "p50": 0.0, "p99": 0.0, "max": 0.0}
+        return {"count": self.count, "mean": 1000 * self.total / self.count,
+                "p50": 1000 * self.percentile(0.5), "p99": 1000 * self.percentile(0.99),
+                "max": 1000 * self.max}
