@@ -41,6 +41,11 @@ def stmgr_identity(container):
     return b"s%d" % container
 
 
+def stmgr_ctrl_identity(container):
+    """Peer control (backpressure) has its own connection, so it never waits behind data."""
+    return b"c%d" % container
+
+
 class Op:
     """Control operations (the ``op`` field of a CTRL message)."""
 
@@ -57,6 +62,7 @@ class Op:
     ACTIVATE = "activate"
     DEACTIVATE = "deactivate"
     REPORT = "report"  # {seq}: send metrics now
+    BACKPRESSURE = "backpressure"  # {on}: stream manager -> its spouts, and -> peer stream managers
     # CLI -> topology master (request/reply)
     STATUS = "status"
     GET_METRICS = "get_metrics"

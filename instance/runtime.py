@@ -60,6 +60,9 @@ class Instance:
         self.sock = self._zctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.IDENTITY, wire.instance_identity(task))
         self.sock.setsockopt(zmq.SNDTIMEO, 200)
+        # bounded in and out queues: a slow peer makes this process wait, not grow
+        self.sock.setsockopt(zmq.SNDHWM, 100)
+        self.sock.setsockopt(zmq.RCVHWM, 100)
         self.sock.setsockopt(zmq.LINGER, 1000)
         self.serializer = wire.Serializer(self.conf["topology.serializer"])
         self._loads = self.serializer.loads

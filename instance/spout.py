@@ -8,6 +8,7 @@ import zmq
 
 from bittern.api.stream import DEFAULT_STREAM
 from bittern.errors import SchemaError
+from bittern.wire import Op
 
 from .acking import ACKED, RootTracker, new_root
 from .runtime import Instance
@@ -29,6 +30,9 @@ class SpoutInstance(Instance):
         self.max_pending = int(self.conf["topology.max.spout.pending"])
         self.timeout = float(self.conf["topology.message.timeout.secs"])
         self.timeouts_on = bool(self.conf["topology.enable.message.timeouts"]) and self.timeout > 0
+        self.backpressure = False
+        self._bp_since = None
+        self.bp_secs = 0.0
 
     def bind(self, obj):
         em = self.emitter
@@ -111,6 +115,7 @@ class SpoutInstance(Instance):
     def metrics(self):
         m = super().metrics()
         m["__pending"] = len(self.tracker)
+        m["__time-in-backpressure-ms"] = int(1000 * self.time_in_backpressure())
         m["__complete-latency"] = self.complete_latency.snapshot()
         return m
 
@@ -130,7 +135,23 @@ class SpoutInstance(Instance):
         return wait
 
     def can_emit(self):
-        return self.started and self.active and (not self.max_pending or self.tracker.inflight < self.max_pending)
+        return (self.started and self.active and not self.backpressure
+                and (not self.max_pending or self.tracker.inflight < self.max_pending))
+
+    def on_ctrl(self, msg):
+        if msg.get("op") == Op.BACKPRESSURE:
+            on = bool(msg.get("on"))
+            if on and not self.backpressure:
+                self._bp_since = time.monotonic()
+                self.flush()
+            elif not on and self.backpressure:
+                self.bp_secs += time.monotonic() - self._bp_since
+            self.backpressure = on
+        else:
+            super().on_ctrl(msg)
+
+    def time_in_backpressure(self):
+        return self.bp_secs + (time.monotonic() - self._bp_since if self.backpressure else 0.0)
 
     def loop(self):
         em = self.emitter

@@ -19,13 +19,14 @@ from bittern import wire
 from bittern.proc import ParentWatch, SignalWaker
 from bittern.wire import CTRL, ROUTED, Op
 
+from .backpressure import ANNOUNCE, SPOUTS, Backpressure
 from .routing import LOCAL, PEER, OutQueues, RoutingTable
 
 log = logging.getLogger("bittern.stmgr")
 
 HEARTBEAT_SECS = 1.0
 BURST = 256
-SNDHWM = 1000
+SNDHWM = 100  # batches a socket holds per peer before the stream manager queues them itself
 
 
 class StreamManager:
@@ -39,6 +40,12 @@ class StreamManager:
         self.registered = {}  # task -> registration message
         self.queues = OutQueues()
         self.counters = {"local": 0, "peer": 0, "dropped": 0, "from_peers": 0}
+        conf = plan.config
+        self.bp = Backpressure(conf["topology.backpressure.high.watermark.bytes"],
+                               conf["topology.backpressure.low.watermark.bytes"],
+                               expire_after=5 * HEARTBEAT_SECS)
+        self.spout_tasks = {t for t in self.table.local_tasks
+                            if plan.topology.components[plan.packing.task_component[t]].kind == "spout"}
         self._parent = ParentWatch()
         ctx = self._zctx = zmq.Context()
         me = plan.stmgrs[container]
@@ -51,30 +58,37 @@ class StreamManager:
         self.inbound = ctx.socket(zmq.ROUTER)
         self.inbound.setsockopt(zmq.LINGER, 0)
         self.inbound.bind(me["tcp"])
-        self.peers = {}
+        self.peers, self.peer_ctrl = {}, {}
         for c in self.table.peers:
-            s = ctx.socket(zmq.DEALER)
-            s.setsockopt(zmq.IDENTITY, wire.stmgr_identity(container))
-            s.setsockopt(zmq.SNDHWM, SNDHWM)
-            s.setsockopt(zmq.LINGER, 0)
-            s.connect(plan.stmgrs[c]["tcp"])
-            self.peers[c] = s
+            for d, ident in ((self.peers, wire.stmgr_identity(container)),
+                             (self.peer_ctrl, wire.stmgr_ctrl_identity(container))):
+                s = ctx.socket(zmq.DEALER)
+                s.setsockopt(zmq.IDENTITY, ident)
+                s.setsockopt(zmq.SNDHWM, SNDHWM)
+                s.setsockopt(zmq.LINGER, 0)
+                s.connect(plan.stmgrs[c]["tcp"])
+                d[c] = s
         self.tm = ctx.socket(zmq.DEALER)
         self.tm.setsockopt(zmq.IDENTITY, wire.stmgr_identity(container))
         self.tm.setsockopt(zmq.LINGER, 0)
         self.tm.connect(plan.tmaster)
 
     # -- sending ------------------------------------------------------------------------
+    def _queue(self, key, frames, size):
+        self.queues.push(key, frames, size)
+        if size:
+            self.apply(self.bp.observe(key, self.queues.bytes(key), time.monotonic()))
+
     def _send_local(self, task, frames, size=0):
         """Send to a local instance; queue on a full pipe; drop if it is not connected."""
         key = ("i", task)
         if self.queues.has(key):
-            self.queues.push(key, frames, size)
+            self._queue(key, frames, size)
             return
         try:
             self.local.send_multipart(frames, zmq.NOBLOCK, copy=False)
         except zmq.Again:
-            self.queues.push(key, frames, size)
+            self._queue(key, frames, size)
         except zmq.ZMQError as e:
             if e.errno != errno.EHOSTUNREACH:
                 raise
@@ -83,12 +97,31 @@ class StreamManager:
     def _send_peer(self, container, frames, size=0):
         key = ("p", container)
         if self.queues.has(key):
-            self.queues.push(key, frames, size)
+            self._queue(key, frames, size)
             return
         try:
             self.peers[container].send_multipart(frames, zmq.NOBLOCK, copy=False)
         except zmq.Again:
-            self.queues.push(key, frames, size)
+            self._queue(key, frames, size)
+
+    # -- backpressure -------------------------------------------------------------------
+    def apply(self, actions):
+        for what, on in actions:
+            if what == ANNOUNCE:
+                log.info("%s backpressure (queued: %s)", "starting" if on else "clearing",
+                         {f"{k[0]}{k[1]}": self.queues.bytes(k) for k in self.queues.keys()})
+                self.announce(on)
+            elif what == SPOUTS:
+                for task in self.spout_tasks & set(self.registered):
+                    self.to_instance(task, Op.BACKPRESSURE, on=on)
+
+    def announce(self, on):
+        body = wire.ctrl(Op.BACKPRESSURE, container=self.container, on=on)
+        for s in self.peer_ctrl.values():
+            try:
+                s.send_multipart(body, zmq.NOBLOCK)
+            except zmq.Again:
+                log.warning("a peer is not taking control messages; it will hear at the next heartbeat")
 
     def _retry_queues(self):
         for key in self.queues.keys():
@@ -103,8 +136,11 @@ class StreamManager:
                     if e.errno != errno.EHOSTUNREACH:
                         raise
                     self.counters["dropped"] += self.queues.drop(key)
+                    self.apply(self.bp.forget(key, time.monotonic()))
                     break
                 self.queues.pop(key)
+            if key in self.bp.local:
+                self.apply(self.bp.observe(key, self.queues.bytes(key), time.monotonic()))
 
     def to_instance(self, task, op, **fields):
         self._send_local(task, [wire.instance_identity(task)] + wire.ctrl(op, **fields))
@@ -140,6 +176,8 @@ class StreamManager:
             self.to_tm(Op.REGISTER, **{k: v for k, v in msg.items() if k != "op"})
             if self.started and msg.get("ok"):
                 self.to_instance(task, Op.START, active=self.active)
+            if task in self.spout_tasks and self.bp.paused:
+                self.to_instance(task, Op.BACKPRESSURE, on=True)
         elif op == Op.HEARTBEAT:
             if task not in self.registered:
                 self.to_instance(task, Op.REREGISTER)
@@ -189,7 +227,12 @@ class StreamManager:
                 now = time.monotonic()
                 if now >= next_hb:
                     next_hb = now + HEARTBEAT_SECS
-                    self.to_tm(Op.HEARTBEAT, counters=self.counters, queued=self.queues.total_bytes)
+                    self.to_tm(Op.HEARTBEAT, counters=self.counters, queued=self.queues.total_bytes,
+                               backpressure=self.bp.active,
+                               backpressure_secs=self.bp.time_in_backpressure(now))
+                    if self.bp.active:
+                        self.announce(True)
+                    self.apply(self.bp.tick(now))
                     if self._parent.orphaned():
                         log.warning("parent process is gone; exiting")
                         break
@@ -204,7 +247,7 @@ class StreamManager:
                 if self.queues:
                     self._retry_queues()
         finally:
-            for s in [self.local, self.inbound, self.tm, *self.peers.values()]:
+            for s in [self.local, self.inbound, self.tm, *self.peers.values(), *self.peer_ctrl.values()]:
                 s.close(linger=0)
             self._zctx.term()
             log.info("stream manager of container %d stopped", self.container)
@@ -234,6 +277,12 @@ class StreamManager:
         if kind in ROUTED:
             self.counters["from_peers"] += 1
             self.route(kind, frames[2].bytes, frames[3])
+        elif kind == CTRL:
+            msg = wire.decode_ctrl(frames[2].bytes)
+            if msg.get("op") == Op.BACKPRESSURE:
+                self.apply(self.bp.peer(msg.get("container"), bool(msg.get("on")), time.monotonic()))
+            else:
+                log.warning("unknown control message from a peer: %r", msg)
         else:
             log.warning("unexpected message from peer %r", frames[0].bytes)
 
