@@ -1,7 +1,7 @@
 """Bittern: Storm/Heron-style stream processing in Python, one process per task."""
-from .api import (DEFAULT_STREAM, Bolt, ComponentSpec, Grouping, ReliableSpout, Spout, Stream, Topology,
+from .api import (DEFAULT_STREAM, EXHAUSTED, Bolt, ComponentSpec, Grouping, ReliableSpout, Spout, Stream, Topology,
                   TopologyBuilder, TopologyDef, Tuple)
 
 __version__ = "0.1.0"
-__all__ = ["DEFAULT_STREAM", "Bolt", "ComponentSpec", "Grouping", "ReliableSpout", "Spout", "Stream", "Topology",
+__all__ = ["DEFAULT_STREAM", "EXHAUSTED", "Bolt", "ComponentSpec", "Grouping", "ReliableSpout", "Spout", "Stream", "Topology",
            "TopologyBuilder", "TopologyDef", "Tuple", "__version__"]

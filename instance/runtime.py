@@ -151,7 +151,8 @@ class Instance:
         return m
 
     def send_metrics(self, seq=0):
-        self.send_ctrl(Op.METRICS, seq=seq, component=self.component, metrics=self.metrics())
+        self.send_ctrl(Op.METRICS, seq=seq, component=self.component, pid=os.getpid(),
+                       metrics=self.metrics())
 
     def handle(self, frames):
         kind = frames[0]

@@ -2,6 +2,7 @@
 under ``topology.max.spout.pending``; tracks the trees of reliable tuples."""
 from __future__ import annotations
 
+import logging
 import time
 
 import zmq
@@ -13,6 +14,8 @@ from bittern.wire import Op
 from .acking import ACKED, RootTracker, new_root
 from .runtime import Instance
 from .stats import LatencyStat
+
+log = logging.getLogger("bittern.instance")
 
 SPOUT_BURST = 64  # next_tuple calls per loop turn
 _ODD = [True]
@@ -30,6 +33,7 @@ class SpoutInstance(Instance):
         self.max_pending = int(self.conf["topology.max.spout.pending"])
         self.timeout = float(self.conf["topology.message.timeout.secs"])
         self.timeouts_on = bool(self.conf["topology.enable.message.timeouts"]) and self.timeout > 0
+        self.exhausted = False  # the spout called done()
         self.backpressure = False
         self._bp_since = None
         self.bp_secs = 0.0
@@ -58,6 +62,13 @@ class SpoutInstance(Instance):
                     completed.append(done)
                 return tasks if need_task_ids else None
         obj.emit = emit
+        obj._runtime_done = self.on_done
+
+    def on_done(self):
+        if not self.exhausted:
+            self.exhausted = True
+            log.info("%s[task %d] is done: it emitted %d tuples and will emit no more",
+                     self.component, self.task, self.emitter.emit_count)
 
     def set_active(self, active):
         if active == self.active:
@@ -115,6 +126,7 @@ class SpoutInstance(Instance):
     def metrics(self):
         m = super().metrics()
         m["__pending"] = len(self.tracker)
+        m["__exhausted"] = int(self.exhausted)
         m["__time-in-backpressure-ms"] = int(1000 * self.time_in_backpressure())
         m["__complete-latency"] = self.complete_latency.snapshot()
         return m
@@ -135,7 +147,7 @@ class SpoutInstance(Instance):
         return wait
 
     def can_emit(self):
-        return (self.started and self.active and not self.backpressure
+        return (self.started and self.active and not self.backpressure and not self.exhausted
                 and (not self.max_pending or self.tracker.inflight < self.max_pending))
 
     def on_ctrl(self, msg):

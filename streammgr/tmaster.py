@@ -102,7 +102,7 @@ class TopologyMaster:
             self._task_registered(msg["task"], msg)
             self._check_ready()
         elif op == Op.METRICS:
-            self.metrics.update(msg["task"], msg.get("metrics") or {}, msg.get("seq", 0))
+            self.metrics.update(msg["task"], msg.get("metrics") or {}, msg.get("seq", 0), msg.get("pid"))
             self._answer_reports()
         elif op == Op.ERROR:
             self._on_error(msg)

@@ -1,9 +1,9 @@
 """The public topology API (re-exported by :mod:`bittern`)."""
 from .component import Bolt, ComponentSpec, Spout, StreamRef
-from .reliable import ReliableSpout
+from .reliable import EXHAUSTED, ReliableSpout
 from .stream import DEFAULT_STREAM, Grouping, GroupingSpec, Stream
 from .topology import Topology, TopologyBuilder, TopologyDef
 from .tuple import Tuple
 
-__all__ = ["Bolt", "ComponentSpec", "ReliableSpout", "Spout", "StreamRef", "DEFAULT_STREAM", "Grouping",
+__all__ = ["EXHAUSTED", "Bolt", "ComponentSpec", "ReliableSpout", "Spout", "StreamRef", "DEFAULT_STREAM", "Grouping",
            "GroupingSpec", "Stream", "Topology", "TopologyBuilder", "TopologyDef", "Tuple"]

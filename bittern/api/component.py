@@ -121,6 +121,17 @@ class Spout(Component):
     def deactivate(self):
         """The topology was deactivated: ``next_tuple`` will not be called."""
 
+    def done(self):
+        """Say that this task has emitted everything it ever will (a bounded source).
+        ``next_tuple`` is no longer called; acks and fails still arrive, so a
+        replaying spout should call this only when nothing is pending. When every
+        spout task is done and every tree is complete, ``bittern run --until-done``
+        stops the topology."""
+        hook = getattr(self, "_runtime_done", None)
+        if hook is None:
+            raise RuntimeError("done() can only be called inside a running topology")
+        hook()
+
     @classmethod
     def spec(cls, name=None, par=1, config=None):
         """Place this spout in a class-style topology."""

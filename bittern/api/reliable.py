@@ -8,6 +8,9 @@ from .component import Spout
 from .stream import DEFAULT_STREAM
 
 
+EXHAUSTED = object()  # returned by next_item() when a bounded source has nothing more
+
+
 class ReliableSpout(Spout):
     """Implement :meth:`next_item`; the helper emits each item with its id, keeps it
     until the tree is acked, and emits it again when it fails or times out::
@@ -30,7 +33,9 @@ class ReliableSpout(Spout):
     max_retries = None
 
     def next_item(self):
-        """The next ``(tup_id, values)`` or ``(tup_id, values, stream)``; None if nothing now."""
+        """The next ``(tup_id, values)`` or ``(tup_id, values, stream)``; None if nothing
+        now. Return :data:`EXHAUSTED` when the source has no more items: the spout then
+        calls ``done()`` as soon as nothing is pending."""
         return None
 
     def on_acked(self, tup_id):
@@ -62,8 +67,17 @@ class ReliableSpout(Spout):
             if entry is not None:
                 self.emit(entry[0], tup_id=tup_id, stream=entry[1])
                 return
+        if getattr(self, "_rs_exhausted", False):
+            if not pending:
+                self.done()
+            return
         item = self.next_item()
         if item is None:
+            return
+        if item is EXHAUSTED:
+            self._rs_exhausted = True
+            if not pending:
+                self.done()
             return
         tup_id, values = item[0], item[1]
         stream = item[2] if len(item) > 2 else DEFAULT_STREAM

@@ -23,6 +23,9 @@ def add_parser(sub):
     p.add_argument("--config", action="append", default=[], metavar="K=V", help="override a config key")
     p.add_argument("--drain-timeout", type=float, default=30.0, metavar="S",
                    help="how long to wait for in-flight tuples when stopping")
+    p.add_argument("--until-done", action="store_true",
+                   help="stop when every spout task called done() and every tuple tree is complete "
+                        "(a batch job run as a stream); --duration still bounds it")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=main)
 
@@ -46,6 +49,16 @@ def drain(client, timeout):
             stable = 0
         time.sleep(0.1)
     return rep, False
+
+
+def all_done(tdef, rep):
+    """Every spout task said done() and nothing is pending."""
+    comps = rep.get("components", {})
+    for c in tdef.spouts:
+        m = comps.get(c.name, {})
+        if m.get("__exhausted", 0) < c.par or m.get("__pending", 0) > 0:
+            return False
+    return not rep.get("missing")
 
 
 def summary_rows(tdef, rep):
@@ -88,12 +101,18 @@ def main(args, state, home):
           + (f"stopping after {args.duration:g}s" if args.duration else "Ctrl-C to stop"), file=sys.stderr)
     failed = None
     rep, drained = {}, True
+    next_check = 0.0
     try:
         with TMClient(status["tmaster"]) as client:
             while not stop_now["flag"]:
                 sys.stdout.write(console.read_new())
-                if args.duration is not None and time.monotonic() - t0 >= args.duration:
+                now = time.monotonic()
+                if args.duration is not None and now - t0 >= args.duration:
                     break
+                if args.until_done and now >= next_check:
+                    next_check = now + 0.25
+                    if all_done(tdef, client.request(Op.REPORT)):
+                        break
                 st = state.status(name) or {}
                 if st.get("phase") == "FAILED":
                     failed = st.get("error") or {}

@@ -93,16 +93,24 @@ def test_metrics_totals():
                                     "count": {"tasks": 2, "__execute-count": 9}}
 
 
-def test_metrics_reset_on_restart_is_folded_into_a_base():
+def test_metrics_of_a_restarted_task_are_folded_into_a_base():
     m = MetricsStore(TC)
-    m.update(2, {"__execute-count": 100, "__fail-count": 2})
-    m.update(2, {"__execute-count": 30, "__fail-count": 2})  # restarted: counts from zero again
-    assert m.task_totals()[2] == {"__execute-count": 130, "__fail-count": 2}
-    m.update(2, {"__execute-count": 45, "__fail-count": 3})
-    assert m.task_totals()[2] == {"__execute-count": 145, "__fail-count": 3}
-    m.update(2, {"__execute-count": 5, "__fail-count": 0})  # and again
-    assert m.task_totals()[2] == {"__execute-count": 150, "__fail-count": 3}
-    assert m.component_totals()["count"] == {"tasks": 2, "__execute-count": 150, "__fail-count": 3}
+    m.update(2, {"__execute-count": 100, "__fail-count": 2, "__pending": 40}, pid=11)
+    m.update(2, {"__execute-count": 30, "__fail-count": 0, "__pending": 7}, pid=12)  # a new incarnation
+    assert m.task_totals()[2] == {"__execute-count": 130, "__fail-count": 2, "__pending": 7}
+    m.update(2, {"__execute-count": 45, "__fail-count": 1, "__pending": 0}, pid=12)
+    assert m.task_totals()[2] == {"__execute-count": 145, "__fail-count": 3, "__pending": 0}
+    m.update(2, {"__execute-count": 5, "__fail-count": 0, "__pending": 3}, pid=13)  # and again
+    assert m.task_totals()[2] == {"__execute-count": 150, "__fail-count": 3, "__pending": 3}
+    assert m.component_totals()["count"] == {"tasks": 2, "__execute-count": 150, "__fail-count": 3,
+                                             "__pending": 3}
+
+
+def test_a_gauge_going_down_is_not_a_restart():
+    m = MetricsStore(TC)
+    m.update(1, {"__pending": 832, "__emit-count": 900}, pid=5)
+    m.update(1, {"__pending": 0, "__emit-count": 1000}, pid=5)
+    assert m.task_totals()[1] == {"__pending": 0, "__emit-count": 1000}
 
 
 def test_metrics_of_tasks_that_never_reported():
