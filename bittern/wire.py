@@ -5,7 +5,8 @@ identity frame) is a one-byte kind:
 
 * ``DATA``: ``[DATA, dest_task(4 bytes), batch]`` from an instance or a peer stream
   manager; ``[DATA, batch]`` to an instance. ``batch`` is opaque to stream managers:
-  an encoded list of tuples ``[src_task, stream, values, msgid?]``.
+  ``[src_task, stream, [values, ...], [msgid, ...] | None]`` encoded by the topology's
+  serializer (one batch per source task, stream and destination task).
 * ``ACK``: like ``DATA``, to a spout task; the batch is ``[[root, xor, ...], [failed root, ...]]``.
 * ``CTRL``: ``[CTRL, msgpack map]`` with an ``op`` key (see :class:`Op`).
 

@@ -109,20 +109,22 @@ class BoltInstance(Instance):
 
     # -- data ---------------------------------------------------------------------------
     def on_data(self, payload):
-        batch = self._loads(payload)
-        comp_of = self.task_component
+        src, stream, vals, mids = self._loads(payload)
+        comp = self.task_component[src]
         process = self.obj.process
         t0 = time.monotonic()
-        if not self.acking and not self._held:
-            for t in batch:
-                tup = _new_tuple(Tuple, (None, comp_of[t[0]], t[1], t[0], t[2]))
+        if mids is None and not self.acking:
+            for v in vals:
+                tup = _new_tuple(Tuple, (None, comp, stream, src, v))
                 try:
                     process(tup)
                 except Exception as e:  # noqa: BLE001 - user code: log, count, keep serving
                     self._process_error(tup, e)
         else:
-            for t in batch:
-                tup = _new_tuple(Tuple, (t[3] if len(t) > 3 else None, comp_of[t[0]], t[1], t[0], t[2]))
+            if mids is None:
+                mids = [None] * len(vals)
+            for v, m in zip(vals, mids):
+                tup = _new_tuple(Tuple, (m, comp, stream, src, v))
                 self._cur, self._cur_acc, self._cur_done = tup, 0, False
                 try:
                     process(tup)
@@ -134,7 +136,7 @@ class BoltInstance(Instance):
                     else:
                         self._held[id(tup)] = [tup, self._cur_acc, t0]
             self._cur = None
-        n = len(batch)
+        n = len(vals)
         dt = (time.monotonic() - t0) / n
         self.execute_latency.add(dt, n)
         self.counters["__execute-count"] += n

@@ -39,6 +39,11 @@ def build_routers(plan, component, context):
 
 
 class Emitter:
+    """Batches are kept per (destination task, stream) as ``[values, msgids]`` and
+    encoded as ``[src_task, stream, [values...], [msgid...] | None]``: the source and
+    stream are written once per batch, not once per tuple. Order is kept per
+    source task, stream and destination task, as Storm promises."""
+
     def __init__(self, task, component, routers, serializer, send, batch_size):
         self.task = task
         self.component = component
@@ -46,7 +51,7 @@ class Emitter:
         self._dumps = serializer.dumps
         self._send = send  # send(frames)
         self.batch_size = batch_size
-        self.buffers = {}  # dest task -> [tuple]
+        self.buffers = {}  # (dest task, stream) -> [values list, msgid list or None]
         self.oldest = None  # monotonic time of the oldest unflushed tuple
         self.emit_count = 0
         self.transfer_count = 0
@@ -62,23 +67,28 @@ class Emitter:
                               f"values {list(values)!r:.80} for fields {router.fields}")
         return router
 
+    def _new_buffer(self, key):
+        self.buffers[key] = buf = [[], None]
+        if self.oldest is None:
+            self.oldest = time.monotonic()
+        return buf
+
     def emit(self, values, stream=DEFAULT_STREAM, anchors=None, direct_task=None, need_task_ids=False):
         """An untracked emit (at-most-once, or a bolt emit with no anchors)."""
         router = self._default if stream == DEFAULT_STREAM else None
         if router is None or len(values) != router.arity:
             router = self._router(values, stream)
         tasks = router.route(values, direct_task)
-        tup = [self.task, stream, values]
         bufs = self.buffers
         for t in tasks:
-            buf = bufs.get(t)
-            if buf is None:
-                bufs[t] = buf = []
-                if self.oldest is None:
-                    self.oldest = time.monotonic()
-            buf.append(tup)
-            if len(buf) >= self.batch_size:
-                self._flush_one(t, buf)
+            key = (t, stream)
+            buf = bufs.get(key) or self._new_buffer(key)
+            vals = buf[0]
+            vals.append(values)
+            if buf[1] is not None:
+                buf[1].append(None)
+            if len(vals) >= self.batch_size:
+                self._flush_one(key, buf)
         self.emit_count += 1
         self.transfer_count += len(tasks)
         return list(tasks) if need_task_ids else None
@@ -101,32 +111,33 @@ class Emitter:
                 for r, o in zip(roots, odd):
                     msgid.append(r)
                     msgid.append(e if o else 0)
-            buf = bufs.get(t)
-            if buf is None:
-                bufs[t] = buf = []
-                if self.oldest is None:
-                    self.oldest = time.monotonic()
-            buf.append([self.task, stream, values, msgid])
-            if len(buf) >= self.batch_size:
-                self._flush_one(t, buf)
+            key = (t, stream)
+            buf = bufs.get(key) or self._new_buffer(key)
+            vals = buf[0]
+            if buf[1] is None:
+                buf[1] = [None] * len(vals)
+            vals.append(values)
+            buf[1].append(msgid)
+            if len(vals) >= self.batch_size:
+                self._flush_one(key, buf)
         self.emit_count += 1
         self.transfer_count += len(tasks)
         return (list(tasks) if need_task_ids else tasks), xor
 
-    def _flush_one(self, task, buf):
-        payload = self._dumps(buf)
-        del self.buffers[task]
+    def _flush_one(self, key, buf):
+        payload = self._dumps([self.task, key[1], buf[0], buf[1]])
+        del self.buffers[key]
         if not self.buffers:
             self.oldest = None
-        self._send([DATA, task_bytes(task), payload])
+        self._send([DATA, task_bytes(key[0]), payload])
 
     def flush(self):
         if not self.buffers:
             return
         bufs, self.buffers, self.oldest = self.buffers, {}, None
-        dumps, send = self._dumps, self._send
-        for task, buf in bufs.items():
-            send([DATA, task_bytes(task), dumps(buf)])
+        dumps, send, src = self._dumps, self._send, self.task
+        for (task, stream), buf in bufs.items():
+            send([DATA, task_bytes(task), dumps([src, stream, buf[0], buf[1]])])
 
     def due(self, now, interval):
         return self.oldest is not None and now - self.oldest >= interval

@@ -26,10 +26,16 @@ class Sent:
         self.frames.append(frames)
 
     def batches(self):
+        """Each batch as ``(dest task, [[src, stream, values(, msgid)], ...])``, i.e. with
+        the wire format ``[src, stream, [values...], [msgids...] | None]`` expanded."""
         out = []
         for kind, dest, payload in self.frames:
             assert kind == DATA
-            out.append((task_of(dest), SER.loads(payload)))
+            src, stream, vals, mids = SER.loads(payload)
+            assert mids is None or len(mids) == len(vals)
+            tuples = [[src, stream, v] if mids is None or mids[i] is None else [src, stream, v, mids[i]]
+                      for i, v in enumerate(vals)]
+            out.append((task_of(dest), tuples))
         return out
 
 
@@ -59,7 +65,7 @@ def test_flush_at_batch_size():
                                    [1, "default", ["w2", 2]]]),
                               (7, [[1, "default", ["w3", 3]], [1, "default", ["w4", 4]],
                                    [1, "default", ["w5", 5]]])]
-    assert em.buffers == {7: [[1, "default", ["w6", 6]]]}
+    assert em.buffers == {(7, "default"): [[["w6", 6]], None]}
     assert sent.frames[0][1] == task_bytes(7) == b"\x00\x00\x00\x07"
 
 
@@ -68,11 +74,12 @@ def test_flush_sends_every_partial_batch():
     em.emit(["a", 1])
     em.emit(["boom"], stream="errors")
     em.flush()
-    assert sorted(sent.batches()) == [(7, [[1, "default", ["a", 1]], [1, "errors", ["boom"]]]),
+    # one batch per (destination, stream)
+    assert sorted(sent.batches()) == [(7, [[1, "default", ["a", 1]]]), (7, [[1, "errors", ["boom"]]]),
                                       (8, [[1, "errors", ["boom"]]])]
     assert em.buffers == {} and em.oldest is None
     em.flush()  # nothing buffered: nothing sent
-    assert len(sent.frames) == 2
+    assert len(sent.frames) == 3
     assert em.emit_count == 2 and em.transfer_count == 3
 
 
@@ -178,7 +185,7 @@ def test_pickle_serializer_batches():
     em = Emitter(2, "word", {"default": StreamRouter("word", "default", ["v"], False,
                                                      [GlobalChooser([3])], [])}, ser, sent.append, 1)
     em.emit([{1, 2}])  # a set: only pickle can carry it
-    assert ser.loads(sent[0][2]) == [[2, "default", [{1, 2}]]]
+    assert ser.loads(sent[0][2]) == [2, "default", [[{1, 2}]], None]
     with pytest.raises(ValueError, match="unknown serializer 'json'"):
         Serializer("json")
 
