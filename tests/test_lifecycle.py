@@ -205,3 +205,17 @@ def test_supervisor_killed_9_takes_everything_with_it(bittern, home, tmp_path):
     assert bittern.json("list", "--json")[0]["state"] == "DEAD"
     bittern("kill", "orphan", check=True)
     assert bittern.json("list", "--json") == []
+
+
+def test_logs_verb(bittern, flow):
+    wait_for(lambda: len(sink_pids(flow)) == 2, what="both sinks reporting")
+    r = bittern("logs", "flow", "sink", 2, check=True)
+    assert "sink[task 2] initialized" in r.stdout and "==>" not in r.stdout
+    r = bittern("logs", "flow", "sink", check=True)
+    assert "==> sink-1.log <==" in r.stdout and "==> sink-2.log <==" in r.stdout
+    r = bittern("logs", "flow", "tmaster", "-n", 0, check=True)
+    assert "all 3 tasks up" in r.stdout
+    r = bittern("logs", "flow", "nosuch")
+    assert r.returncode == 1 and "has no log for nosuch" in r.stderr
+    r = bittern("logs", "ghost")
+    assert r.returncode == 1 and "no logs for topology 'ghost'" in r.stderr

@@ -1,0 +1,213 @@
+"""The standard word-count workload as a Bittern topology, for ``scripts/bench.py``.
+
+    sentence (spout) -> split (bolt, shuffle) -> count (bolt, fields grouping on "word")
+
+Sentence *i* is ``SENTENCES[i % 20]``, the list of the shared benchmark's
+``wc_common.py`` (copied, not imported: a topology must not depend on
+``../shared``; ``scripts/bench.py`` checks that the two lists are identical).
+
+Read at import, from the environment (every instance re-imports this file, and
+the supervisor inherits the environment of ``bittern run``, so all processes see
+the same values):
+
+* ``BENCH_PAR``  = "spout,split,count" parallelism, default "1,1,1"
+* ``BENCH_MODE`` = ``throughput`` (emit N sentences as fast as possible),
+  ``latency`` (emit N sentences at ``bench.rate`` sentences/s, each stamped with its
+  emit time; the count bolt records the end-to-end latency of sampled words) or
+  ``idle`` (the spout emits nothing).
+
+Read from the component config (``--config k=v``):
+
+* ``bench.sentences`` (N, default 100000), ``bench.rate`` (latency mode, sentences/s),
+  ``bench.lat.samples`` (latency samples kept per count task, default 20000).
+
+Every spout emits exactly N sentences with ``tup_id`` set (so at-least-once
+tracks them), then calls ``done()``; ``bittern run --until-done`` then stops.
+At ``close()`` each spout and count task prints one line ``BENCH {json}``.
+"""
+import json
+import os
+import time
+
+from bittern import Bolt, Grouping, Spout, TopologyBuilder
+
+SENTENCES = [
+    "the quick brown fox jumps over the lazy dog",
+    "an apple a day keeps the doctor away",
+    "all that glitters is not gold",
+    "a journey of a thousand miles begins with a single step",
+    "actions speak louder than words",
+    "the early bird catches the worm every single morning",
+    "it is better late than never",
+    "practice makes perfect but nobody is perfect",
+    "when in rome do as the romans do",
+    "you can not judge a book by its cover",
+    "the pen is mightier than the sword",
+    "fortune favors the bold and the brave",
+    "where there is smoke there is fire",
+    "birds of a feather flock together",
+    "every cloud has a silver lining",
+    "knowledge is power and power corrupts",
+    "time and tide wait for no man",
+    "do not count your chickens before they hatch",
+    "the stream processor counts every word it sees",
+    "keep calm and carry on with the work",
+]
+
+MODE = os.environ.get("BENCH_MODE", "throughput")
+if MODE not in ("throughput", "latency", "idle"):
+    raise ValueError(f"BENCH_MODE must be throughput, latency or idle, not {MODE!r}")
+PAR = [int(x) for x in os.environ.get("BENCH_PAR", "1,1,1").split(",")]
+if len(PAR) != 3:
+    raise ValueError(f"BENCH_PAR must be 'spout,split,count', not {os.environ.get('BENCH_PAR')!r}")
+
+
+def report(kind, **fields):
+    print("BENCH " + json.dumps(dict(fields, bench=kind)), flush=True)
+
+
+# --- spouts ------------------------------------------------------------------------------
+
+class _BaseSpout(Spout):
+    def initialize(self, config, context):
+        self.n = int(config.get("bench.sentences", 100000))
+        self.task = context.task_id
+        self.i = 0
+        self.t_first = None
+        self.acked = 0
+        self.failed = 0
+        self.t_last_ack = None
+
+    def ack(self, tup_id):
+        self.acked += 1
+        self.t_last_ack = time.time()
+
+    def fail(self, tup_id):
+        self.failed += 1
+
+    def close(self):
+        report("spout", task=self.task, sentences=self.i, t_first=self.t_first,
+               acked=self.acked, failed=self.failed, t_last_ack=self.t_last_ack)
+
+
+class SentenceSpout(_BaseSpout):
+    """Throughput: N sentences as fast as the engine takes them, one per next_tuple."""
+    outputs = ["sentence"]
+
+    def next_tuple(self):
+        i = self.i
+        if i >= self.n:
+            self.done()
+            return
+        if i == 0:
+            self.t_first = time.time()
+        self.emit([SENTENCES[i % 20]], tup_id=i)
+        self.i = i + 1
+
+
+class PacedSentenceSpout(_BaseSpout):
+    """Latency: N sentences at a fixed rate, each carrying its emit time."""
+    outputs = ["sentence", "ts"]
+
+    def initialize(self, config, context):
+        super().initialize(config, context)
+        self.rate = float(config.get("bench.rate", 1000))
+        self.t0 = None
+
+    def next_tuple(self):
+        i = self.i
+        if i >= self.n:
+            self.done()
+            return
+        now = time.time()
+        if self.t0 is None:
+            self.t0 = self.t_first = now
+        elif i >= (now - self.t0) * self.rate:
+            return  # not due yet
+        self.emit([SENTENCES[i % 20], now], tup_id=i)
+        self.i = i + 1
+
+
+class IdleSpout(_BaseSpout):
+    """Idle: a topology that is running but has nothing to do."""
+    outputs = ["sentence"]
+
+    def next_tuple(self):
+        pass
+
+
+# --- bolts -------------------------------------------------------------------------------
+
+class SplitBolt(Bolt):
+    outputs = ["word"]
+
+    def process(self, tup):
+        emit = self.emit
+        for word in tup.values[0].split():
+            emit([word])
+
+
+class StampedSplitBolt(Bolt):
+    outputs = ["word", "ts"]
+
+    def process(self, tup):
+        emit = self.emit
+        sentence, ts = tup.values
+        for word in sentence.split():
+            emit([word, ts])
+
+
+class CountBolt(Bolt):
+    outputs = ["word", "count"]
+
+    def initialize(self, config, context):
+        self.counts = {}
+        self.task = context.task_id
+        self.words = 0
+        self.t_first = None
+        self.t_last = None
+
+    def process(self, tup):
+        word = tup.values[0]
+        counts = self.counts
+        counts[word] = counts.get(word, 0) + 1
+        self.t_last = time.time()
+
+    def close(self):
+        report("count", task=self.task, words=sum(self.counts.values()), t_last=self.t_last,
+               counts=self.counts)
+
+
+class LatencyCountBolt(CountBolt):
+    def initialize(self, config, context):
+        super().initialize(config, context)
+        n = int(config.get("bench.sentences", 100000)) * PAR[0]
+        keep = int(config.get("bench.lat.samples", 20000))
+        words = n * 74 // 10  # ~7.4 words per sentence
+        self.every = max(1, words // max(1, keep))
+        self.k = 0
+        self.lat = []
+
+    def process(self, tup):
+        word, ts = tup.values
+        counts = self.counts
+        counts[word] = counts.get(word, 0) + 1
+        now = self.t_last = time.time()
+        self.k += 1
+        if self.k >= self.every:
+            self.k = 0
+            self.lat.append(now - ts)
+
+    def close(self):
+        report("count", task=self.task, words=sum(self.counts.values()), t_last=self.t_last,
+               counts=self.counts, lat_ms=[round(x * 1000, 3) for x in self.lat])
+
+
+SPOUT = {"throughput": SentenceSpout, "latency": PacedSentenceSpout, "idle": IdleSpout}[MODE]
+SPLIT = StampedSplitBolt if MODE == "latency" else SplitBolt
+COUNT = LatencyCountBolt if MODE == "latency" else CountBolt
+
+builder = TopologyBuilder("bench_wc")
+sentence = builder.add_spout("sentence", SPOUT, par=PAR[0])
+split = builder.add_bolt("split", SPLIT, par=PAR[1], inputs=[sentence])
+builder.add_bolt("count", COUNT, par=PAR[2], inputs={split: Grouping.fields("word")})
