@@ -66,7 +66,8 @@ class Op:
     BACKPRESSURE = "backpressure"  # {on}: stream manager -> its spouts, and -> peer stream managers
     # CLI -> topology master (request/reply)
     STATUS = "status"
-    GET_METRICS = "get_metrics"
+    GET_METRICS = "get_metrics"  # {window}: the metrics document
+    ERRORS = "errors"  # {component?, limit?}: recent exceptions, newest first
 
 
 _ctrl_packb = msgpack.Packer(use_bin_type=True).pack

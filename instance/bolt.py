@@ -159,9 +159,9 @@ class BoltInstance(Instance):
 
     def metrics(self):
         m = super().metrics()
-        m["__execute-latency"] = self.execute_latency.snapshot()
+        m.update(self.execute_latency.metrics("__execute-latency"))
         lat = self.process_latency if self.process_latency.count else self.execute_latency
-        m["__process-latency"] = lat.snapshot()
+        m.update(lat.metrics("__process-latency"))
         return m
 
     # -- the loop -----------------------------------------------------------------------

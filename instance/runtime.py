@@ -18,10 +18,12 @@ import zmq
 
 from bittern import wire
 from bittern.api.context import TopologyContext
+from bittern.api.metrics import read_metric
 from bittern.api.tuple import register_schema
 from bittern.config import ATLEAST_ONCE
 from bittern.loader import load_class
 from bittern.proc import ParentWatch, SignalWaker
+from bittern.procstats import ProcStats
 from bittern.wire import ACK, CTRL, DATA, Op
 
 from .emitter import Emitter, build_routers
@@ -67,6 +69,7 @@ class Instance:
         self.serializer = wire.Serializer(self.conf["topology.serializer"])
         self._loads = self.serializer.loads
         self._ack_dumps = wire.Serializer("msgpack").dumps
+        self.procstats = ProcStats()
 
     # -- sending ------------------------------------------------------------------------
     def send(self, frames):
@@ -148,6 +151,16 @@ class Instance:
         m = dict(self.counters)
         m["__emit-count"] = em.emit_count if em else 0
         m["__transfer-count"] = em.transfer_count if em else 0
+        m.update(self.procstats.read())
+        user = getattr(self.context, "user_metrics", None) if hasattr(self, "context") else None
+        if user:
+            vals = {}
+            for name, metric in user.items():
+                try:
+                    vals[name] = read_metric(metric)
+                except Exception as e:  # noqa: BLE001 - user code
+                    self.report_error(f"metric {name!r}", e)
+            m["user"] = vals
         return m
 
     def send_metrics(self, seq=0):

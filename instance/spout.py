@@ -128,7 +128,7 @@ class SpoutInstance(Instance):
         m["__pending"] = len(self.tracker)
         m["__exhausted"] = int(self.exhausted)
         m["__time-in-backpressure-ms"] = int(1000 * self.time_in_backpressure())
-        m["__complete-latency"] = self.complete_latency.snapshot()
+        m.update(self.complete_latency.metrics("__complete-latency"))
         return m
 
     # -- the loop -------------------------------------------------------------------------

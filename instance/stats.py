@@ -33,6 +33,13 @@ class LatencyStat:
         s = sorted(self._ring)
         return s[min(len(s) - 1, int(q * len(s)))]
 
+    def metrics(self, prefix):
+        """Flat metrics: ``-count`` and ``-sum-ms`` are counters (windowed means come
+        from their differences); ``-p50``, ``-p99``, ``-max`` are recent gauges in ms."""
+        return {prefix + "-count": self.count, prefix + "-sum-ms": 1000 * self.total,
+                prefix + "-p50": 1000 * self.percentile(0.5), prefix + "-p99": 1000 * self.percentile(0.99),
+                prefix + "-max": 1000 * self.max}
+
     def snapshot(self):
         """Milliseconds, as Heron reports latencies."""
         if not self.count:

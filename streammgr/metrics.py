@@ -1,12 +1,32 @@
-"""Metrics as the topology master keeps them (pure logic).
+"""Metrics as the topology master keeps them (pure logic: no I/O, time passed in).
 
-Instances report cumulative counters (names ending in ``-count`` or ``-ms``) and
-gauges (anything else: pending trees, latencies). A restarted instance (a new
-pid) starts its counters again from zero, so the store folds the last values of
-the previous incarnation into a per-task base and totals never go backwards;
-gauges are simply the latest value.
+Instances report cumulative *counters* (names ending in ``-count`` or ``-ms``)
+and *gauges* (anything else: pending trees, CPU, RSS, latency percentiles). A
+restarted instance (a new pid) starts its counters from zero again, so the store
+folds the last values of the previous incarnation into a per-task base: totals
+never go backwards. Each update is also kept in a bounded per-task history, from
+which rates and latencies over a window (last interval, 1 min, 10 min, since
+start) are derived.
 """
 from __future__ import annotations
+
+from collections import deque
+
+WINDOWS = {"interval": 0.0, "1m": 60.0, "10m": 600.0, "all": float("inf")}
+HISTORY_SECS = 660.0
+HISTORY_MAX = 2000
+
+# counter name -> rate name in window views
+RATES = {"__emit-count": "emit_rate", "__transfer-count": "transfer_rate",
+         "__execute-count": "execute_rate", "__ack-count": "ack_rate", "__fail-count": "fail_rate",
+         "__timeout-count": "timeout_rate"}
+TOTALS = {"__emit-count": "emitted", "__transfer-count": "transferred", "__execute-count": "executed",
+          "__ack-count": "acked", "__fail-count": "failed", "__timeout-count": "timed_out",
+          "__error-count": "errors", "__time-in-backpressure-ms": "backpressure_ms"}
+LATENCIES = {"__execute-latency": "execute_latency", "__process-latency": "process_latency",
+             "__complete-latency": "complete_latency"}
+GAUGES = {"__pending": "pending", "__cpu-percent": "cpu_percent", "__rss-bytes": "rss_bytes",
+          "__threads": "threads", "__exhausted": "exhausted"}
 
 
 def is_counter(name):
@@ -14,14 +34,17 @@ def is_counter(name):
 
 
 class MetricsStore:
-    def __init__(self, task_component):
+    def __init__(self, task_component, started=0.0):
         self.task_component = dict(task_component)
-        self.latest = {}  # task -> {name: value}
+        self.started = started
+        self.latest = {}  # task -> {name: value} as last reported
         self.base = {}  # task -> {name: value} carried over from earlier incarnations
         self.pid = {}  # task -> pid of the incarnation that reported last
         self.seq = {}  # task -> last report sequence number
+        self.history = {}  # task -> deque[(time, folded metrics)]
 
-    def update(self, task, metrics, seq=0, pid=None):
+    # -- input ----------------------------------------------------------------------------
+    def update(self, task, metrics, seq=0, pid=None, now=None):
         prev = self.latest.get(task)
         if prev and pid is not None and self.pid.get(task) not in (None, pid):
             base = self.base.setdefault(task, {})
@@ -35,18 +58,26 @@ class MetricsStore:
             self.seq[task] = float("inf")
         elif seq is not None:
             self.seq[task] = max(self.seq.get(task, 0), seq)
+        if now is not None:
+            h = self.history.get(task)
+            if h is None:
+                self.history[task] = h = deque(maxlen=HISTORY_MAX)
+            h.append((now, self.folded(task)))
+            while h and now - h[0][0] > HISTORY_SECS:
+                h.popleft()
 
     def missing(self, seq):
         return {t for t in self.task_component if self.seq.get(t, 0) < seq}
 
+    # -- totals ---------------------------------------------------------------------------
+    def folded(self, task):
+        cur = dict(self.latest.get(task, {}))
+        for k, v in self.base.get(task, {}).items():
+            cur[k] = cur.get(k, 0) + v
+        return cur
+
     def task_totals(self):
-        out = {}
-        for task in self.task_component:
-            cur = dict(self.latest.get(task, {}))
-            for k, v in self.base.get(task, {}).items():
-                cur[k] = cur.get(k, 0) + v
-            out[task] = cur
-        return out
+        return {task: self.folded(task) for task in self.task_component}
 
     def component_totals(self):
         """Per component: counters and numeric gauges summed over its tasks."""
@@ -57,4 +88,88 @@ class MetricsStore:
             for k, v in m.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     c[k] = c.get(k, 0) + v
+        return comps
+
+    # -- windows --------------------------------------------------------------------------
+    def _pair(self, task, secs, now):
+        """(old, new) history points spanning the window; None without two points."""
+        h = self.history.get(task)
+        if not h:
+            return None
+        new = h[-1]
+        if secs == float("inf"):
+            return ((self.started, {}), new) if self.started < new[0] else None
+        if secs <= 0:  # the last interval
+            return (h[-2], new) if len(h) >= 2 else None
+        cutoff = now - secs
+        old = None
+        for point in h:
+            if point[0] >= cutoff:
+                old = point
+                break
+        if old is None or old is new:
+            old = h[-2] if len(h) >= 2 else None
+        return (old, new) if old is not None else None
+
+    def task_view(self, task, window="1m", now=0.0):
+        """Totals, rates and latencies of one task over a window."""
+        secs = WINDOWS[window]
+        cur = self.folded(task)
+        view = {"component": self.task_component.get(task), "pid": self.pid.get(task)}
+        for k, name in TOTALS.items():
+            view[name] = cur.get(k, 0)
+        for k, name in GAUGES.items():
+            view[name] = cur.get(k, 0)
+        pair = self._pair(task, secs, now)
+        span = (pair[1][0] - pair[0][0]) if pair else 0.0
+        delta = {}
+        if pair and span > 0:
+            old, new = pair[0][1], pair[1][1]
+            for k in set(new) | set(old):
+                if is_counter(k):
+                    delta[k] = max(0, new.get(k, 0) - old.get(k, 0))
+        for k, name in RATES.items():
+            view[name] = delta.get(k, 0) / span if span > 0 else 0.0
+        for prefix, name in LATENCIES.items():
+            n = delta.get(prefix + "-count", 0)
+            view[name + "_ms"] = delta.get(prefix + "-sum-ms", 0) / n if n else 0.0
+            view[name + "_count"] = n
+            view[name + "_p50_ms"] = cur.get(prefix + "-p50", 0.0)
+            view[name + "_p99_ms"] = cur.get(prefix + "-p99", 0.0)
+        # Storm's capacity: the fraction of the window spent executing
+        view["capacity"] = (delta.get("__execute-latency-sum-ms", 0) / (1000 * span)) if span > 0 else 0.0
+        view["backpressure_fraction"] = (delta.get("__time-in-backpressure-ms", 0) / (1000 * span)
+                                         if span > 0 else 0.0)
+        view["window_secs"] = span
+        view["user"] = cur.get("user", {}) if isinstance(cur.get("user"), dict) else {}
+        return view
+
+    def component_views(self, task_views):
+        """Aggregate task views per component: sums for counts and rates, weighted
+        means for latencies, the maximum for capacity and p99, sums for CPU and RSS."""
+        comps = {}
+        for task, v in sorted(task_views.items()):
+            c = comps.get(v["component"])
+            if c is None:
+                c = comps[v["component"]] = {"tasks": 0, "user": {}}
+            c["tasks"] += 1
+            for name in list(TOTALS.values()) + list(RATES.values()) + \
+                    ["pending", "cpu_percent", "rss_bytes", "threads", "exhausted"]:
+                c[name] = c.get(name, 0) + v.get(name, 0)
+            for name in LATENCIES.values():
+                n = v[name + "_count"]
+                c[name + "_count"] = c.get(name + "_count", 0) + n
+                c["_" + name + "_sum"] = c.get("_" + name + "_sum", 0.0) + v[name + "_ms"] * n
+                c[name + "_p50_ms"] = max(c.get(name + "_p50_ms", 0.0), v[name + "_p50_ms"])
+                c[name + "_p99_ms"] = max(c.get(name + "_p99_ms", 0.0), v[name + "_p99_ms"])
+            c["capacity"] = max(c.get("capacity", 0.0), v["capacity"])
+            c["backpressure_fraction"] = max(c.get("backpressure_fraction", 0.0), v["backpressure_fraction"])
+            for k, val in v.get("user", {}).items():
+                if isinstance(val, (int, float)) and not isinstance(val, bool):
+                    c["user"][k] = c["user"].get(k, 0) + val
+        for c in comps.values():
+            for name in LATENCIES.values():
+                total = c.pop("_" + name + "_sum")
+                n = c[name + "_count"]
+                c[name + "_ms"] = total / n if n else 0.0
         return comps

@@ -17,6 +17,7 @@ import zmq
 
 from bittern import wire
 from bittern.proc import ParentWatch, SignalWaker
+from bittern.procstats import ProcStats
 from bittern.wire import CTRL, ROUTED, Op
 
 from .backpressure import ANNOUNCE, SPOUTS, Backpressure
@@ -39,6 +40,7 @@ class StreamManager:
         self.active = True
         self.registered = {}  # task -> registration message
         self.queues = OutQueues()
+        self.procstats = ProcStats()
         self.counters = {"local": 0, "peer": 0, "dropped": 0, "from_peers": 0}
         conf = plan.config
         self.bp = Backpressure(conf["topology.backpressure.high.watermark.bytes"],
@@ -228,6 +230,7 @@ class StreamManager:
                 if now >= next_hb:
                     next_hb = now + HEARTBEAT_SECS
                     self.to_tm(Op.HEARTBEAT, counters=self.counters, queued=self.queues.total_bytes,
+                               proc=self.procstats.read(),
                                backpressure=self.bp.active,
                                backpressure_secs=self.bp.time_in_backpressure(now))
                     if self.bp.active:

@@ -10,21 +10,24 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import deque
 
 import zmq
 
 from bittern import wire
 from bittern.proc import ParentWatch, SignalWaker
+from bittern.procstats import ProcStats
 from bittern.state import LocalStateManager
 from bittern.wire import CTRL, Op
 
-from .metrics import MetricsStore
+from .metrics import WINDOWS, MetricsStore
 
 log = logging.getLogger("bittern.tmaster")
 
 STARTING, RUNNING, FAILED = "STARTING", "RUNNING", "FAILED"
 REPORT_TIMEOUT = 5.0
 STMGR_TIMEOUT = 5.0
+THROUGHPUT_POINTS = 120
 
 
 class TopologyMaster:
@@ -40,7 +43,12 @@ class TopologyMaster:
         self.error = None
         rec = self.state.topology(self.name) or {}
         self.active = rec.get("state", "RUNNING") != "PAUSED"
-        self.metrics = MetricsStore(plan.packing.task_component)
+        self.started = time.monotonic()
+        self.started_wall = time.time()
+        self.metrics = MetricsStore(plan.packing.task_component, started=self.started)
+        self.throughput = deque(maxlen=THROUGHPUT_POINTS)  # (time, emitted by spouts, executed by bolts)
+        self.kinds = {c.name: c.kind for c in plan.topology.components.values()}
+        self.procstats = ProcStats()
         self.errors = []  # recent errors, newest last
         self.report_seq = 0
         self.waiting = []  # [(identity, req, seq, deadline, reply_fields)]
@@ -96,13 +104,14 @@ class TopologyMaster:
             return
         self.stmgrs[c]["last"] = time.monotonic()
         if op == Op.HEARTBEAT:
-            self.stmgrs[c]["counters"] = msg.get("counters")
-            self.stmgrs[c]["queued"] = msg.get("queued")
+            for k in ("counters", "queued", "proc", "backpressure", "backpressure_secs"):
+                self.stmgrs[c][k] = msg.get(k)
         elif op == Op.REGISTER:
             self._task_registered(msg["task"], msg)
             self._check_ready()
         elif op == Op.METRICS:
-            self.metrics.update(msg["task"], msg.get("metrics") or {}, msg.get("seq", 0), msg.get("pid"))
+            self.metrics.update(msg["task"], msg.get("metrics") or {}, msg.get("seq", 0), msg.get("pid"),
+                                now=time.monotonic())
             self._answer_reports()
         elif op == Op.ERROR:
             self._on_error(msg)
@@ -155,7 +164,16 @@ class TopologyMaster:
         elif op == Op.REPORT:
             self._start_report(identity, req, {})
         elif op == Op.GET_METRICS:
-            self._send(identity, "reply", req=req, **self.metrics_reply())
+            window = msg.get("window") or "1m"
+            if window not in WINDOWS:
+                self._send(identity, "reply", req=req,
+                           error=f"unknown window {window!r} (windows: {', '.join(WINDOWS)})")
+            else:
+                self._send(identity, "reply", req=req, **self.metrics_doc(window))
+        elif op == Op.ERRORS:
+            errs = [e for e in reversed(self.errors)
+                    if not msg.get("component") or e.get("component") == msg.get("component")]
+            self._send(identity, "reply", req=req, errors=errs[: int(msg.get("limit") or 20)])
         else:
             self._send(identity, "reply", req=req, error=f"unknown request {op!r}")
 
@@ -164,6 +182,58 @@ class TopologyMaster:
                 "tasks": {str(t): r for t, r in self.tasks.items()},
                 "stmgrs": {str(c): {k: v for k, v in s.items() if k != "last"}
                            for c, s in self.stmgrs.items()}}
+
+    def metrics_doc(self, window="1m"):
+        """The topology's metrics over ``window``: per component, per task, per stream
+        manager, and the recent throughput (for the live view and the HTTP API)."""
+        now = time.monotonic()
+        packing = self.plan.packing
+        tasks = {}
+        for t in sorted(self.all_tasks):
+            v = self.metrics.task_view(t, window, now)
+            v["container"] = packing.task_container[t]
+            v["index"] = packing.task_index[t]
+            tasks[t] = v
+        comps = self.metrics.component_views(tasks)
+        for name, c in comps.items():
+            c["kind"] = self.kinds.get(name)
+        stmgrs = {}
+        for c in sorted(self.containers):
+            s = self.stmgrs.get(c) or {}
+            proc = s.get("proc") or {}
+            stmgrs[str(c)] = {"alive": c in self.stmgrs, "pid": s.get("pid"),
+                              "backpressure": bool(s.get("backpressure")),
+                              "backpressure_secs": s.get("backpressure_secs") or 0.0,
+                              "queued_bytes": s.get("queued") or 0,
+                              "dropped": (s.get("counters") or {}).get("dropped", 0),
+                              "cpu_percent": proc.get("__cpu-percent", 0.0),
+                              "rss_bytes": proc.get("__rss-bytes", 0)}
+        points = list(self.throughput)
+        series = []
+        for (t0, e0, x0), (t1, e1, x1) in zip(points, points[1:]):
+            dt = t1 - t0
+            if dt > 0:
+                series.append({"ago_secs": round(now - t1, 1), "emit_rate": max(0, e1 - e0) / dt,
+                               "execute_rate": max(0, x1 - x0) / dt})
+        mine = self.procstats.read()
+        return {"topology": self.name, "phase": self.phase, "active": self.active, "window": window,
+                "reliability": self.plan.config["topology.reliability.mode"],
+                "containers": len(self.containers), "uptime_secs": now - self.started,
+                "started_at": self.started_wall,
+                "backpressure": any(s["backpressure"] for s in stmgrs.values()),
+                "components": comps, "tasks": {str(t): v for t, v in tasks.items()}, "stmgrs": stmgrs,
+                "tmaster": {"pid": os.getpid(), "cpu_percent": mine["__cpu-percent"],
+                            "rss_bytes": mine["__rss-bytes"]},
+                "throughput": series, "errors": len(self.errors)}
+
+    def sample_throughput(self, now):
+        emitted = executed = 0
+        for task, m in self.metrics.task_totals().items():
+            if self.kinds.get(self.metrics.task_component[task]) == "spout":
+                emitted += m.get("__emit-count", 0)
+            else:
+                executed += m.get("__execute-count", 0)
+        self.throughput.append((now, emitted, executed))
 
     def metrics_reply(self):
         dropped = sum((s.get("counters") or {}).get("dropped", 0) for s in self.stmgrs.values())
@@ -198,6 +268,8 @@ class TopologyMaster:
         poller.register(self.sock, zmq.POLLIN)
         poller.register(waker.fd, zmq.POLLIN)
         self.write_status()
+        self.sample_every = float(self.plan.config["topology.metrics.interval.secs"]) or 2.0
+        next_sample = time.monotonic()
         log.info("topology master of %s up at %s (pid %d)", self.name, self.plan.tmaster, os.getpid())
         try:
             while not self.stopping:
@@ -210,6 +282,9 @@ class TopologyMaster:
                         self._dispatch(frames)
                 now = time.monotonic()
                 self._answer_reports(now)
+                if now >= next_sample:
+                    next_sample = now + self.sample_every
+                    self.sample_throughput(now)
                 for c, s in list(self.stmgrs.items()):
                     if now - s["last"] > STMGR_TIMEOUT:
                         log.warning("stream manager %s silent for %.0fs; forgetting it", c, now - s["last"])

@@ -18,6 +18,7 @@ class TopologyContext:
         self._component_tasks = component_tasks
         self._task_component = task_component
         self._tdef = tdef
+        self.user_metrics = {}  # name -> metric (see bittern.api.metrics)
 
     # heronpy names
     def get_task_id(self):
@@ -51,6 +52,18 @@ class TopologyContext:
     def get_component_outputs(self, component_id=None):
         comp = self._tdef.components.get(component_id or self.component)
         return {s: list(d["fields"]) for s, d in comp.outputs.items()} if comp else {}
+
+    def register_metric(self, name, metric, time_bucket_in_sec=None):
+        """Report ``metric`` (a CountMetric, MultiCountMetric, MeanReducedMetric,
+        AssignableMetric, or a callable) under ``name`` with the task's metrics.
+        ``time_bucket_in_sec`` is accepted for heronpy compatibility; values are read
+        every ``topology.metrics.interval.secs``."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"metric name must be a non-empty string, got {name!r}")
+        if not (hasattr(metric, "get_value_and_reset") or callable(metric)):
+            raise TypeError(f"metric {name!r}: {metric!r} needs get_value_and_reset() or to be callable")
+        self.user_metrics[name] = metric
+        return metric
 
     def get_targets(self, stream="default"):
         """``{bolt: grouping}`` subscribed to this component's ``stream``."""

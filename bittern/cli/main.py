@@ -6,7 +6,7 @@ import sys
 
 from .. import __version__
 from ..errors import BitternError
-from . import lifecycle, logs, run, submit
+from . import lifecycle, logs, metrics, run, submit
 from .common import state_manager
 from .launch import print_error
 
@@ -21,6 +21,7 @@ def parser():
     submit.add_parser(sub)
     lifecycle.add_parsers(sub)
     logs.add_parser(sub)
+    metrics.add_parsers(sub)
     return ap
 
 

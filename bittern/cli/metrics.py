@@ -1,0 +1,71 @@
+"""``bittern metrics NAME`` (one snapshot, for scripts) and ``bittern errors NAME``."""
+from __future__ import annotations
+
+import json
+import time
+
+from ..monitor import LocalSource
+from ..metrics_fmt import human_bytes, rate
+
+
+def add_parsers(sub):
+    p = sub.add_parser("metrics", help="print one snapshot of a topology's metrics")
+    p.add_argument("name")
+    p.add_argument("--window", default="1m", choices=["interval", "1m", "10m", "all"],
+                   help="window for rates and latencies (default 1m)")
+    p.add_argument("--json", action="store_true", help="the whole document as JSON")
+    p.set_defaults(func=metrics_main)
+    p = sub.add_parser("errors", help="show the recent exceptions of a topology's components")
+    p.add_argument("name")
+    p.add_argument("--component", help="only this component")
+    p.add_argument("-n", "--limit", type=int, default=10)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=errors_main)
+
+
+def metrics_main(args, state, home):
+    src = LocalSource(state)
+    try:
+        doc = src.metrics(args.name, args.window)
+    finally:
+        src.close()
+    if args.json:
+        print(json.dumps(doc, indent=1, sort_keys=True))
+        return 0
+    print(f"topology {doc['topology']}: {doc['phase']}{'' if doc['active'] else ' (PAUSED)'}, "
+          f"{doc['reliability']}, {doc['containers']} container(s), up {doc['uptime_secs']:.0f}s, "
+          f"backpressure {'ON' if doc['backpressure'] else 'off'}; window {doc['window']}")
+    cols = ["component", "tasks", "emitted", "executed", "acked", "failed", "emit/s", "exec/s",
+            "exec ms", "complete ms", "capacity", "bp %", "cpu %", "rss"]
+    rows = []
+    for name, c in doc["components"].items():
+        rows.append([name, c["tasks"], c["emitted"], c["executed"], c["acked"], c["failed"],
+                     rate(c["emit_rate"]), rate(c["execute_rate"]), f"{c['execute_latency_ms']:.3f}",
+                     f"{c['complete_latency_ms']:.1f}" if c["kind"] == "spout" else "-",
+                     f"{c['capacity']:.2f}", f"{100 * c['backpressure_fraction']:.0f}",
+                     f"{c['cpu_percent']:.0f}", human_bytes(c["rss_bytes"])])
+    widths = [max(len(str(x)) for x in [col] + [r[i] for r in rows]) for i, col in enumerate(cols)]
+    print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cols, widths))))
+    for r in rows:
+        print("  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w)
+                        for i, (x, w) in enumerate(zip(r, widths))))
+    return 0
+
+
+def errors_main(args, state, home):
+    src = LocalSource(state)
+    try:
+        errs = src.errors(args.name, args.component, args.limit)
+    finally:
+        src.close()
+    if args.json:
+        print(json.dumps(errs, indent=1))
+        return 0
+    if not errs:
+        print(f"no errors in topology {args.name}")
+        return 0
+    for e in errs:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.get("time") or 0))
+        print(f"--- {when} {e.get('component')}[task {e.get('task')}] in {e.get('where')}: {e.get('error')}")
+        print((e.get("traceback") or "").rstrip())
+    return 0
