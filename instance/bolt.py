@@ -59,27 +59,19 @@ class BoltInstance(Instance):
             anchors = (self._cur,) if self.auto_anchor and self._cur is not None else ()
         elif isinstance(anchors, Tuple):
             anchors = (anchors,)
-        ids = [a.id for a in anchors if a.id]
-        if not ids:
+        tracked = [a for a in anchors if a.id]
+        if not tracked:
             return self.emitter.emit(values, stream, None, direct_task, need_task_ids)
-        if len(ids) == 1 and len(ids[0]) == 2:
-            roots, odd = [ids[0][0]], [True]
-        else:  # several roots: a root anchored an even number of times cancels (Storm)
-            parity = {}
-            for msgid in ids:
-                for i in range(0, len(msgid), 2):
-                    parity[msgid[i]] = not parity.get(msgid[i], False)
-            roots, odd = list(parity), list(parity.values())
-        tasks, xor = self.emitter.emit_tracked(values, stream, roots, odd, direct_task, need_task_ids)
-        for a in anchors:
-            if a.id:
-                if a is self._cur:
-                    self._cur_acc ^= xor
-                else:
-                    h = self._held.get(id(a))
-                    if h is None:
-                        self._held[id(a)] = h = [a, 0, time.monotonic()]
-                    h[1] ^= xor
+        roots = [a.id[0::2] for a in tracked]
+        tasks, xors = self.emitter.emit_tracked(values, stream, roots, direct_task, need_task_ids)
+        for a, xor in zip(tracked, xors):
+            if a is self._cur:
+                self._cur_acc ^= xor
+            else:
+                h = self._held.get(id(a))
+                if h is None:
+                    self._held[id(a)] = h = [a, 0, time.monotonic()]
+                h[1] ^= xor
         return tasks if need_task_ids else None
 
     def _take_acc(self, tup):

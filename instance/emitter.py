@@ -93,24 +93,28 @@ class Emitter:
         self.transfer_count += len(tasks)
         return list(tasks) if need_task_ids else None
 
-    def emit_tracked(self, values, stream, roots, odd, direct_task=None, need_task_ids=False):
-        """Emit a tuple that belongs to the trees ``roots``: each destination gets a
-        fresh edge id, carried under every root (0 under roots whose anchors cancel,
-        ``odd[i]`` False, as in Storm). Returns ``(tasks, xor of the new edges)``."""
+    def emit_tracked(self, values, stream, anchor_roots, direct_task=None, need_task_ids=False):
+        """Emit a tuple anchored to tuples whose roots are ``anchor_roots`` (one list of
+        root ids per anchor). As in Storm, every (destination, anchor) pair gets a fresh
+        edge id, XORed into the new tuple's id under each of that anchor's roots.
+        Returns ``(tasks, [XOR of the edges drawn for each anchor])``."""
         tasks = self._router(values, stream).route(values, direct_task)
         bufs = self.buffers
-        xor = 0
-        single = len(roots) == 1
+        xors = [0] * len(anchor_roots)
+        single = len(anchor_roots) == 1 and len(anchor_roots[0]) == 1
         for t in tasks:
-            e = new_edge()
-            xor ^= e
             if single:
-                msgid = [roots[0], e if odd[0] else 0]
+                e = new_edge()
+                xors[0] ^= e
+                msgid = [anchor_roots[0][0], e]
             else:
-                msgid = []
-                for r, o in zip(roots, odd):
-                    msgid.append(r)
-                    msgid.append(e if o else 0)
+                ids = {}
+                for k, roots in enumerate(anchor_roots):
+                    e = new_edge()
+                    xors[k] ^= e
+                    for r in roots:
+                        ids[r] = ids.get(r, 0) ^ e
+                msgid = [x for pair in ids.items() for x in pair]
             key = (t, stream)
             buf = bufs.get(key) or self._new_buffer(key)
             vals = buf[0]
@@ -122,7 +126,7 @@ class Emitter:
                 self._flush_one(key, buf)
         self.emit_count += 1
         self.transfer_count += len(tasks)
-        return (list(tasks) if need_task_ids else tasks), xor
+        return (list(tasks) if need_task_ids else tasks), xors
 
     def _flush_one(self, key, buf):
         payload = self._dumps([self.task, key[1], buf[0], buf[1]])

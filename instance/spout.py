@@ -18,7 +18,6 @@ from .stats import LatencyStat
 log = logging.getLogger("bittern.instance")
 
 SPOUT_BURST = 64  # next_tuple calls per loop turn
-_ODD = [True]
 
 
 class SpoutInstance(Instance):
@@ -56,8 +55,8 @@ class SpoutInstance(Instance):
                 if tup_id is None:
                     return emit_plain(values, stream, None, direct_task, need_task_ids)
                 root = new_root(task)
-                tasks, xor = tracked(values, stream, [root], _ODD, direct_task, need_task_ids)
-                done = register(root, xor, tup_id, stream, monotonic())
+                tasks, xors = tracked(values, stream, [[root]], direct_task, need_task_ids)
+                done = register(root, xors[0], tup_id, stream, monotonic())
                 if done is not None:
                     completed.append(done)
                 return tasks if need_task_ids else None

@@ -4,6 +4,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# System packages the tests drive for real: tmux (the live view is tested in a real
+# terminal). Installed with apt when missing and we are root; otherwise say what to do.
+need_apt=()
+command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+if [ ${#need_apt[@]} -gt 0 ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "setup: installing ${need_apt[*]} with apt-get" >&2
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    else
+        echo "setup: warning: missing ${need_apt[*]} (install with your package manager); the tests that need them will fail" >&2
+    fi
+fi
+
 PY=${PYTHON:-python3}
 if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
     echo "error: Bittern needs Python >= 3.11 (found: $("$PY" --version 2>&1))" >&2

@@ -85,12 +85,22 @@ def test_flush_sends_every_partial_batch():
 
 def test_tracked_emit_carries_root_and_a_fresh_edge():
     em, sent = make_emitter(batch_size=1)
-    tasks, xor = em.emit_tracked(["a", 1], "default", [5], [True])
+    tasks, xors = em.emit_tracked(["a", 1], "default", [[5]])
     ((task, batch),) = sent.batches()
     assert tasks == [task] == [7]
     assert batch[0][:3] == [1, "default", ["a", 1]]
     root, edge = batch[0][3]
-    assert root == 5 and edge == xor and edge != 0
+    assert root == 5 and [edge] == xors and edge != 0
+
+
+def test_tracked_emit_draws_one_edge_per_anchor_as_storm_does():
+    em, sent = make_emitter(batch_size=1)
+    tasks, xors = em.emit_tracked(["a", 1], "default", [[5], [5, 6]])  # two anchors, root 5 in both
+    ((task, batch),) = sent.batches()
+    msgid = dict(zip(batch[0][3][0::2], batch[0][3][1::2]))
+    e1, e2 = xors
+    assert e1 and e2 and e1 != e2
+    assert msgid == {5: e1 ^ e2, 6: e2}
 
 
 def test_due_after_the_interval(monkeypatch):
