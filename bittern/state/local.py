@@ -41,7 +41,9 @@ class LocalStateManager(StateManager):
         except FileNotFoundError:
             return None
 
-    def put(self, path, doc):
+    def _publish(self, path, doc, publish):
+        """Write ``doc`` to a synced temp file beside the target, then ``publish(tmp,
+        target)`` (rename: replace; link: exclusive create); the temp file never stays."""
         target = self._file(path)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
@@ -50,31 +52,24 @@ class LocalStateManager(StateManager):
                 json.dump(doc, f, indent=1, sort_keys=True)
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, target)
-        except BaseException:
+            publish(tmp, target)
+        finally:
             try:
                 os.unlink(tmp)
             except FileNotFoundError:
                 pass
-            raise
+
+    def put(self, path, doc):
+        self._publish(path, doc, os.replace)
 
     def create(self, path, doc):
-        """Exclusive create: the document is written to a temp file and hard-linked to
-        its name, which fails if the name exists (atomic, and no lock file to leak)."""
-        target = self._file(path)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
+        """Exclusive create: hard-linking the temp file to the name fails if the name
+        exists (atomic, and no lock file that a crash could leave behind)."""
         try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(doc, f, indent=1, sort_keys=True)
-                f.flush()
-                os.fsync(f.fileno())
-            os.link(tmp, target)
+            self._publish(path, doc, os.link)
             return True
         except FileExistsError:
             return False
-        finally:
-            os.unlink(tmp)
 
     def delete(self, path):
         try:
