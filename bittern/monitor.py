@@ -72,6 +72,7 @@ class LocalSource:
     def metrics(self, name, window="1m"):
         doc = self._ask(name, Op.GET_METRICS, window=window)
         doc.pop("req", None)
+        doc.pop("op", None)
         return doc
 
     def errors(self, name, component=None, limit=20):
@@ -98,6 +99,8 @@ class LocalSource:
         phase = status.get("phase", "STARTING")
         if phase == "RUNNING" and not status.get("active", True):
             phase = "PAUSED"
+        if asg.get("supervisor") and not pid_alive(asg["supervisor"]):
+            phase = "DEAD"
         return {"name": name, "state": phase, "submitted_at": rec.get("submitted_at"),
                 "logical_plan": rec["definition"], "config": rec["config"],
                 "physical_plan": {"tmaster": status.get("tmaster"), "containers": containers}}

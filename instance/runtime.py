@@ -32,6 +32,7 @@ log = logging.getLogger("bittern.instance")
 
 HEARTBEAT_SECS = 1.0
 RECV_BURST = 64  # messages read before the loop looks at timers again
+FINAL_SEND_SECS = 2.0  # how long a stopping instance tries to hand over its last batches
 
 
 class Crash(Exception):
@@ -70,6 +71,7 @@ class Instance:
         self._loads = self.serializer.loads
         self._ack_dumps = wire.Serializer("msgpack").dumps
         self.procstats = ProcStats()
+        self._final_deadline = None
 
     # -- sending ------------------------------------------------------------------------
     def send(self, frames):
@@ -80,7 +82,8 @@ class Instance:
                 self.sock.send_multipart(frames, copy=False)
                 return True
             except zmq.Again:
-                if self.stopping or self._parent.orphaned():
+                if self.stopping or self._parent.orphaned() or \
+                        (self._final_deadline and time.monotonic() > self._final_deadline):
                     return False
 
     def send_ctrl(self, op, **fields):
@@ -270,7 +273,9 @@ class Instance:
                 self.obj.close()
             except Exception as e:  # noqa: BLE001 - user code
                 self.report_error("close", e)
-        self.stopping = False  # allow the final sends
+        # allow the final sends, but never wait long for a stream manager that is not reading
+        self.stopping = False
+        self._final_deadline = time.monotonic() + FINAL_SEND_SECS
         try:
             if self.emitter:
                 self.flush()

@@ -138,7 +138,8 @@ class MetricsStore:
             view[name + "_p99_ms"] = cur.get(prefix + "-p99", 0.0)
         # Storm's capacity: the fraction of the window spent executing
         view["capacity"] = (delta.get("__execute-latency-sum-ms", 0) / (1000 * span)) if span > 0 else 0.0
-        view["backpressure_fraction"] = (delta.get("__time-in-backpressure-ms", 0) / (1000 * span)
+        # (capped: the instance's clock and the master's differ a little)
+        view["backpressure_fraction"] = (min(1.0, delta.get("__time-in-backpressure-ms", 0) / (1000 * span))
                                          if span > 0 else 0.0)
         view["window_secs"] = span
         view["user"] = cur.get("user", {}) if isinstance(cur.get("user"), dict) else {}

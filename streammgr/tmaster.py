@@ -28,6 +28,7 @@ STARTING, RUNNING, FAILED = "STARTING", "RUNNING", "FAILED"
 REPORT_TIMEOUT = 5.0
 STMGR_TIMEOUT = 5.0
 THROUGHPUT_POINTS = 120
+ERRORS_PER_COMPONENT = 20
 
 
 class TopologyMaster:
@@ -142,7 +143,11 @@ class TopologyMaster:
     def _on_error(self, msg):
         rec = {k: msg.get(k) for k in ("task", "component", "where", "error", "traceback", "time")}
         self.errors.append(rec)
-        del self.errors[:-100]
+        # keep the last ERRORS_PER_COMPONENT of each component (Storm keeps the last few per component)
+        mine = [e for e in self.errors if e["component"] == rec["component"]]
+        if len(mine) > ERRORS_PER_COMPONENT:
+            drop = mine[0]
+            self.errors.remove(drop)
         if msg.get("fatal"):
             self._fail({"error": f"component {msg.get('component')!r} task {msg.get('task')}: "
                                  f"{msg.get('error')}", "traceback": msg.get("traceback")})

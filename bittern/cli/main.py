@@ -6,7 +6,7 @@ import sys
 
 from .. import __version__
 from ..errors import BitternError
-from . import lifecycle, logs, metrics, run, submit
+from . import lifecycle, logs, metrics, run, serve, submit, top
 from .common import state_manager
 from .launch import print_error
 
@@ -22,6 +22,8 @@ def parser():
     lifecycle.add_parsers(sub)
     logs.add_parser(sub)
     metrics.add_parsers(sub)
+    top.add_parser(sub)
+    serve.add_parser(sub)
     return ap
 
 

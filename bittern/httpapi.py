@@ -1,0 +1,537 @@
+"""The HTTP API (JSON) and the Prometheus export.
+
+:class:`Api` is the application. It knows nothing of where its data comes from:
+it takes a *source* with the interface of :class:`bittern.monitor.LocalSource`
+(``topologies()``, ``topology(name)``, ``metrics(name, window)``,
+``errors(name, component, limit)``), so the local cluster serves it over its
+state directory now and nimbus can serve the same application over a
+ZooKeeper-backed source later. :func:`make_server` serves it with the standard
+library's ``ThreadingHTTPServer``.
+
+Endpoints (every answer is JSON except ``/metrics``; README.md has the shapes)::
+
+    GET /healthz
+    GET /api/v1/topologies
+    GET /api/v1/topologies/{name}
+    GET /api/v1/topologies/{name}/metrics?window=interval|1m|10m|all
+    GET /api/v1/topologies/{name}/components/{component}?window=...
+    GET /api/v1/topologies/{name}/errors?component=...&limit=N
+    GET /metrics?window=...                   (Prometheus text format)
+
+Errors are ``{"error": "..."}`` naming the thing: 400 for a bad query parameter,
+404 for an unknown topology, component or path, 405 for a method other than GET,
+503 when a topology exists but does not answer (still starting, or dead), 500
+(with the traceback logged) for anything unexpected.
+"""
+from __future__ import annotations
+
+import ipaddress
+import json
+import logging
+import math
+import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from . import __version__
+from .cli.common import NAME_RE
+from .errors import BitternError
+from .monitor import TopologyGone
+
+try:  # optional: pip install bittern[metrics]
+    import prometheus_client
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+except ImportError:  # pragma: no cover - exercised by monkeypatching in the tests
+    prometheus_client = None
+
+log = logging.getLogger("bittern.httpapi")
+
+API = "/api/v1"
+WINDOWS = ("interval", "1m", "10m", "all")  # the topology master's metric windows
+DEFAULT_WINDOW = "1m"
+DEFAULT_ERROR_LIMIT = 10
+MAX_ERROR_LIMIT = 100  # the topology master keeps the last 100 errors
+JSON_TYPE = "application/json; charset=utf-8"
+PROMETHEUS_MISSING = ("the Prometheus export needs prometheus_client: "
+                      "pip install bittern[metrics] (or pip install prometheus_client)")
+
+
+class HttpError(Exception):
+    """An answer other than 200, with a JSON body ``{"error": message, **extra}``."""
+
+    def __init__(self, status, message, **extra):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.extra = extra
+
+
+# -- routing (pure) ---------------------------------------------------------------------
+# (pattern segments, handler name, allowed query parameters); "{x}" captures a segment
+ROUTES = [
+    (("healthz",), "healthz", ()),
+    (("metrics",), "prometheus", ("window",)),
+    (("api", "v1"), "index", ()),
+    (("api", "v1", "topologies"), "topologies", ()),
+    (("api", "v1", "topologies", "{name}"), "topology", ()),
+    (("api", "v1", "topologies", "{name}", "metrics"), "metrics", ("window",)),
+    (("api", "v1", "topologies", "{name}", "components", "{component}"), "component", ("window",)),
+    (("api", "v1", "topologies", "{name}", "errors"), "errors", ("component", "limit")),
+]
+
+
+def route(path):
+    """``(handler name, path parameters, allowed query parameters)`` for a request
+    path (without its query string); :class:`HttpError` 404 when nothing matches.
+    Segments are percent-decoded; a trailing slash is ignored."""
+    raw = [s for s in path.split("/") if s]
+    segs = [unquote(s) for s in raw]
+    for pattern, handler, allowed in ROUTES:
+        if len(pattern) != len(segs):
+            continue
+        params = {}
+        for p, s in zip(pattern, segs):
+            if p.startswith("{"):
+                if not s:
+                    break
+                params[p[1:-1]] = s
+            elif p != s:
+                break
+        else:
+            return handler, params, allowed
+    raise HttpError(404, f"no such endpoint: {path!r} (see GET {API})")
+
+
+def parse_query(query, allowed):
+    """The query string as ``{name: value}`` (last value wins); 400 naming an
+    unknown parameter."""
+    out = {}
+    for k, vals in parse_qs(query, keep_blank_values=True).items():
+        if k not in allowed:
+            hint = f"; this endpoint takes {', '.join(allowed)}" if allowed else "; this endpoint takes none"
+            raise HttpError(400, f"unknown query parameter {k!r}{hint}", parameter=k)
+        out[k] = vals[-1]
+    return out
+
+
+def check_window(query):
+    window = query.get("window") or DEFAULT_WINDOW
+    if window not in WINDOWS:
+        raise HttpError(400, f"bad value for parameter 'window': {window!r} "
+                             f"(one of {', '.join(WINDOWS)})", parameter="window")
+    return window
+
+
+def check_limit(query):
+    raw = query.get("limit")
+    if raw in (None, ""):
+        return DEFAULT_ERROR_LIMIT
+    try:
+        limit = int(raw)
+    except ValueError:
+        limit = 0
+    if not 1 <= limit <= MAX_ERROR_LIMIT:
+        raise HttpError(400, f"bad value for parameter 'limit': {raw!r} "
+                             f"(an integer from 1 to {MAX_ERROR_LIMIT})", parameter="limit")
+    return limit
+
+
+def finite(obj):
+    """``obj`` with non-finite floats replaced by None (JSON has no inf/nan)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
+def dump_json(obj):
+    return (json.dumps(finite(obj), indent=1, sort_keys=True, allow_nan=False, default=str) + "\n").encode()
+
+
+# -- Prometheus (pure given the documents) ----------------------------------------------
+# task view key -> (family name, help, kind, scale); counters get "_total" from the client
+TASK_METRICS = [
+    ("emitted", "bittern_tuples_emitted", "Tuples emitted (__emit-count)", "counter", 1),
+    ("transferred", "bittern_tuples_transferred", "Tuples transferred to other tasks (__transfer-count)",
+     "counter", 1),
+    ("executed", "bittern_tuples_executed", "Tuples executed (__execute-count)", "counter", 1),
+    ("acked", "bittern_tuples_acked", "Tuples acked (__ack-count)", "counter", 1),
+    ("failed", "bittern_tuples_failed", "Tuples failed (__fail-count)", "counter", 1),
+    ("timed_out", "bittern_tuples_timed_out", "Tuple trees timed out (__timeout-count)", "counter", 1),
+    ("errors", "bittern_errors", "Exceptions raised by the component's code (__error-count)", "counter", 1),
+    ("backpressure_ms", "bittern_backpressure_seconds",
+     "Seconds spent in backpressure (__time-in-backpressure-ms)", "counter", 0.001),
+    ("emit_rate", "bittern_emit_rate", "Tuples emitted per second over the window", "gauge", 1),
+    ("transfer_rate", "bittern_transfer_rate", "Tuples transferred per second over the window", "gauge", 1),
+    ("execute_rate", "bittern_execute_rate", "Tuples executed per second over the window", "gauge", 1),
+    ("ack_rate", "bittern_ack_rate", "Tuples acked per second over the window", "gauge", 1),
+    ("fail_rate", "bittern_fail_rate", "Tuples failed per second over the window", "gauge", 1),
+    ("execute_latency_ms", "bittern_execute_latency_ms", "Mean execute latency over the window (ms)",
+     "gauge", 1),
+    ("execute_latency_p99_ms", "bittern_execute_latency_p99_ms", "99th percentile execute latency (ms)",
+     "gauge", 1),
+    ("process_latency_ms", "bittern_process_latency_ms", "Mean process latency over the window (ms)",
+     "gauge", 1),
+    ("complete_latency_ms", "bittern_complete_latency_ms",
+     "Mean complete latency of spout tuple trees over the window (ms)", "gauge", 1),
+    ("complete_latency_p99_ms", "bittern_complete_latency_p99_ms",
+     "99th percentile complete latency of spout tuple trees (ms)", "gauge", 1),
+    ("capacity", "bittern_capacity", "Fraction of the window spent executing (Storm's capacity)", "gauge", 1),
+    ("backpressure_fraction", "bittern_backpressure", "Fraction of the window spent in backpressure",
+     "gauge", 1),
+    ("pending", "bittern_pending", "Tuple trees pending (spouts)", "gauge", 1),
+    ("cpu_percent", "bittern_process_cpu_percent", "CPU use of the task's process (percent of one core)",
+     "gauge", 1),
+    ("rss_bytes", "bittern_process_rss_bytes", "Resident memory of the task's process (bytes)", "gauge", 1),
+    ("threads", "bittern_process_threads", "Threads of the task's process", "gauge", 1),
+]
+TASK_LABELS = ["topology", "component", "task", "container"]
+STMGR_METRICS = [
+    ("queued_bytes", "bittern_stmgr_queued_bytes", "Bytes queued in the stream manager", "gauge", 1),
+    ("backpressure", "bittern_stmgr_backpressure", "1 while the stream manager asserts backpressure",
+     "gauge", 1),
+    ("backpressure_secs", "bittern_stmgr_backpressure_seconds",
+     "Seconds the stream manager has asserted backpressure", "counter", 1),
+    ("dropped", "bittern_stmgr_dropped", "Messages the stream manager dropped (no route or a vanished peer)",
+     "counter", 1),
+    ("cpu_percent", "bittern_stmgr_process_cpu_percent", "CPU use of the stream manager (percent of one core)",
+     "gauge", 1),
+    ("rss_bytes", "bittern_stmgr_process_rss_bytes", "Resident memory of the stream manager (bytes)",
+     "gauge", 1),
+]
+STMGR_LABELS = ["topology", "container"]
+
+
+def _num(v):
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, (int, float)) and math.isfinite(v):
+        return float(v)
+    return None
+
+
+def metric_families(rows, docs, window=DEFAULT_WINDOW):
+    """Prometheus metric families from ``rows`` (``source.topologies()``) and
+    ``docs`` (topology name -> its metrics document, or None when it did not
+    answer). Pure: the collector calls it on every scrape."""
+    if prometheus_client is None:
+        raise HttpError(501, PROMETHEUS_MISSING)
+    fams = []
+    info = GaugeMetricFamily("bittern_topology_info", "A topology known to the cluster (always 1)",
+                             labels=["topology", "state", "reliability"])
+    up = GaugeMetricFamily("bittern_topology_up",
+                           "1 if the topology's master answered this scrape, else 0", labels=["topology"])
+    uptime = GaugeMetricFamily("bittern_topology_uptime_seconds", "Seconds since the topology master started",
+                               labels=["topology"])
+    active = GaugeMetricFamily("bittern_topology_active", "1 if the spouts are active, 0 if paused",
+                               labels=["topology"])
+    bp = GaugeMetricFamily("bittern_topology_backpressure", "1 while any stream manager asserts backpressure",
+                           labels=["topology"])
+    fams += [info, up, uptime, active, bp]
+    task_fams = []
+    for key, name, doc, kind, scale in TASK_METRICS:
+        cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+        task_fams.append((key, scale, cls(name, f"{doc}; window {window}" if kind == "gauge" else doc,
+                                          labels=TASK_LABELS)))
+    user = GaugeMetricFamily("bittern_user_metric", "Metrics registered by components "
+                             "(context.register_metric), value of the last interval",
+                             labels=TASK_LABELS + ["metric", "key"])
+    stmgr_fams = []
+    for key, name, doc, kind, scale in STMGR_METRICS:
+        cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+        stmgr_fams.append((key, scale, cls(name, doc, labels=STMGR_LABELS)))
+    tm_cpu = GaugeMetricFamily("bittern_tmaster_process_cpu_percent", "CPU use of the topology master",
+                               labels=["topology"])
+    tm_rss = GaugeMetricFamily("bittern_tmaster_process_rss_bytes", "Resident memory of the topology master",
+                               labels=["topology"])
+    for row in rows:
+        name = row["name"]
+        info.add_metric([name, str(row.get("state")), str(row.get("reliability"))], 1)
+        doc = docs.get(name)
+        up.add_metric([name], 0 if doc is None else 1)
+        if doc is None:
+            continue
+        for fam, key in ((uptime, "uptime_secs"), (active, "active"), (bp, "backpressure")):
+            v = _num(doc.get(key))
+            if v is not None:
+                fam.add_metric([name], v)
+        tm = doc.get("tmaster") or {}
+        for fam, key in ((tm_cpu, "cpu_percent"), (tm_rss, "rss_bytes")):
+            v = _num(tm.get(key))
+            if v is not None:
+                fam.add_metric([name], v)
+        for task, view in sorted((doc.get("tasks") or {}).items(), key=lambda kv: int(kv[0])):
+            labels = [name, str(view.get("component")), str(task), str(view.get("container"))]
+            for key, scale, fam in task_fams:
+                v = _num(view.get(key))
+                if v is not None:
+                    fam.add_metric(labels, v * scale)
+            for metric, val in sorted((view.get("user") or {}).items()):
+                if isinstance(val, dict):
+                    for k, x in sorted(val.items(), key=lambda kv: str(kv[0])):
+                        if _num(x) is not None:
+                            user.add_metric(labels + [str(metric), str(k)], _num(x))
+                elif _num(val) is not None:
+                    user.add_metric(labels + [str(metric), ""], _num(val))
+        for c, s in sorted((doc.get("stmgrs") or {}).items()):
+            for key, scale, fam in stmgr_fams:
+                v = _num(s.get(key))
+                if v is not None:
+                    fam.add_metric([name, str(c)], v * scale)
+    fams += [f for _, _, f in task_fams] + [user] + [f for _, _, f in stmgr_fams] + [tm_cpu, tm_rss]
+    return fams
+
+
+class Collector:
+    """A prometheus_client collector that reads the source on every scrape."""
+
+    def __init__(self, read, window=DEFAULT_WINDOW):
+        self.read = read  # () -> (rows, docs)
+        self.window = window
+
+    def collect(self):
+        rows, docs = self.read()
+        return iter(metric_families(rows, docs, self.window))
+
+    def describe(self):
+        return []  # nothing to declare up front: families depend on what runs
+
+
+def prometheus_text(rows, docs, window=DEFAULT_WINDOW, accept=None):
+    """``(content type, body)``: the exposition of ``rows``/``docs`` in the format
+    the ``Accept`` header asks for (Prometheus text by default, OpenMetrics on
+    request), from a registry made for the call (never prometheus_client's global one)."""
+    if prometheus_client is None:
+        raise HttpError(501, PROMETHEUS_MISSING)
+    from prometheus_client.exposition import choose_encoder
+    registry = prometheus_client.CollectorRegistry(auto_describe=False)
+    registry.register(Collector(lambda: (rows, docs), window))
+    encoder, content_type = choose_encoder(accept or "")
+    return content_type, encoder(registry)
+
+
+# -- the application --------------------------------------------------------------------
+class Api:
+    """Answers requests from a source. ``handle`` is all a server needs.
+
+    Calls into the source are serialized with a lock: LocalSource caches one
+    ZeroMQ socket per topology, and ZeroMQ sockets are not thread-safe."""
+
+    def __init__(self, source, lock=None):
+        self.source = source
+        self.lock = lock or threading.RLock()
+        self.started = time.time()
+
+    # -- entry point --------------------------------------------------------------------
+    def handle(self, method, target, accept=None):
+        """``(status, content type, body bytes)`` for ``method`` on ``target``
+        (a path with an optional query string); ``accept`` is the request's
+        Accept header (it chooses the format of /metrics). Never raises."""
+        try:
+            parts = urlsplit(target)
+            handler, params, allowed = route(parts.path)
+            if method not in ("GET", "HEAD"):
+                raise HttpError(405, f"method {method} not allowed on {parts.path} (only GET)")
+            query = parse_query(parts.query, allowed)
+            if handler == "prometheus":
+                params["accept"] = accept
+            result = getattr(self, "get_" + handler)(query=query, **params)
+            if isinstance(result, tuple):  # (content type, bytes)
+                return (200, *result)
+            return 200, JSON_TYPE, dump_json(result)
+        except HttpError as e:
+            return e.status, JSON_TYPE, dump_json({"error": e.message, **e.extra})
+        except Exception as e:  # noqa: BLE001 - answer 500, never swallow: the traceback is logged
+            log.exception("internal error answering %s %s", method, target)
+            return 500, JSON_TYPE, dump_json({"error": f"internal error: {type(e).__name__}: {e}"})
+
+    # -- source access ------------------------------------------------------------------
+    def _call(self, name, fn, *args):
+        """``fn(*args)`` under the lock, with the source's errors as HTTP errors:
+        404 for a topology that does not exist, 503 for one that exists but does
+        not answer."""
+        if name is not None and not NAME_RE.match(name):  # cannot exist; never reaches the source
+            raise HttpError(404, f"no topology named {name!r}", topology=name)
+        with self.lock:
+            try:
+                return fn(*args)
+            except TopologyGone as e:
+                if name is None:
+                    raise
+                row = self._row(name)
+                if row is None:
+                    raise HttpError(404, f"no topology named {name!r}", topology=name) from None
+                raise HttpError(503, f"topology {name!r} is {row.get('state')}: {e}", topology=name,
+                                state=row.get("state")) from None
+            except BitternError as e:
+                if name is not None and self._row(name) is None:
+                    raise HttpError(404, f"no topology named {name!r}", topology=name) from None
+                raise HttpError(503, str(e), topology=name) from None
+
+    def _row(self, name):
+        with self.lock:
+            for row in self.source.topologies():
+                if row.get("name") == name:
+                    return row
+        return None
+
+    def _metrics(self, name, window):
+        doc = dict(self._call(name, self.source.metrics, name, window))
+        for k in ("op", "req"):  # reply envelope, not data
+            doc.pop(k, None)
+        return doc
+
+    def _components(self, name):
+        plan = self._call(name, self.source.topology, name)
+        return plan, {c["name"]: c for c in plan["logical_plan"]["components"]}
+
+    def _component(self, name, component):
+        plan, comps = self._components(name)
+        if component not in comps:
+            raise HttpError(404, f"topology {name!r} has no component {component!r} "
+                                 f"(components: {', '.join(sorted(comps))})",
+                            topology=name, component=component)
+        return plan, comps[component]
+
+    # -- handlers -----------------------------------------------------------------------
+    def get_healthz(self, query):
+        return {"status": "ok", "version": __version__, "uptime_secs": time.time() - self.started}
+
+    def get_index(self, query):
+        return {"version": __version__, "endpoints": [
+            "GET /healthz", f"GET {API}/topologies", f"GET {API}/topologies/{{name}}",
+            f"GET {API}/topologies/{{name}}/metrics?window={'|'.join(WINDOWS)}",
+            f"GET {API}/topologies/{{name}}/components/{{component}}?window=...",
+            f"GET {API}/topologies/{{name}}/errors?component=...&limit=N",
+            "GET /metrics?window=... (Prometheus text format)"]}
+
+    def get_topologies(self, query):
+        with self.lock:
+            rows = self.source.topologies()
+        return {"topologies": sorted(rows, key=lambda r: r["name"])}
+
+    def get_topology(self, query, name):
+        doc = dict(self._call(name, self.source.topology, name))
+        row = self._row(name)
+        if row is not None and row.get("state") == "DEAD":
+            doc["state"] = "DEAD"  # the listing knows the supervisor died
+        return doc
+
+    def get_metrics(self, query, name):
+        window = check_window(query)
+        return self._metrics(name, window)
+
+    def get_component(self, query, name, component):
+        window = check_window(query)
+        _, definition = self._component(name, component)
+        doc = self._metrics(name, window)
+        view = (doc.get("components") or {}).get(component)
+        if view is None:
+            raise HttpError(503, f"topology {name!r} reports no metrics for component {component!r} yet",
+                            topology=name, component=component)
+        tasks = {t: v for t, v in (doc.get("tasks") or {}).items() if v.get("component") == component}
+        return {"topology": name, "component": component, "kind": definition.get("kind"),
+                "window": doc.get("window", window), "definition": definition, "metrics": view,
+                "tasks": dict(sorted(tasks.items(), key=lambda kv: int(kv[0])))}
+
+    def get_errors(self, query, name):
+        limit = check_limit(query)
+        component = query.get("component") or None
+        _, comps = self._components(name)
+        if component is not None and component not in comps:
+            raise HttpError(404, f"topology {name!r} has no component {component!r} "
+                                 f"(components: {', '.join(sorted(comps))})",
+                            topology=name, component=component)
+        out = {}
+        for c in ([component] if component else sorted(comps)):
+            out[c] = list(self._call(name, self.source.errors, name, c, limit))
+        return {"topology": name, "limit": limit, "components": out}
+
+    def get_prometheus(self, query, accept=None):
+        window = check_window(query)
+        if prometheus_client is None:
+            raise HttpError(501, PROMETHEUS_MISSING)
+        with self.lock:
+            rows = self.source.topologies()
+            docs = {}
+            for row in rows:
+                if row.get("state") in ("RUNNING", "PAUSED"):
+                    try:
+                        docs[row["name"]] = self._metrics(row["name"], window)
+                    except HttpError as e:  # one silent topology must not fail the scrape
+                        log.warning("scrape: no metrics from topology %s: %s", row["name"], e.message)
+                    except Exception:  # noqa: BLE001 - nor a broken one: logged with its traceback
+                        log.exception("scrape: reading the metrics of topology %s failed", row["name"])
+        return prometheus_text(rows, docs, window, accept)
+
+
+# -- serving ----------------------------------------------------------------------------
+class Handler(BaseHTTPRequestHandler):
+    server_version = f"bittern/{__version__}"
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self):
+        status, ctype, body = self.server.api.handle(self.command, self.path, self.headers.get("Accept"))
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        if status == 405:
+            self.send_header("Allow", "GET, HEAD")
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _answer
+
+    def log_message(self, fmt, *args):
+        log.info("%s %s", self.address_string(), fmt % args)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address, api):
+        self.api = api
+        super().__init__(address, Handler)
+
+    @property
+    def url(self):
+        host, port = self.server_address[:2]
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{port}/"
+
+
+def is_loopback(host):
+    """True when every address ``host`` resolves to is a loopback address."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        pass
+    if not host:
+        return False
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
+
+
+def make_server(source, host="127.0.0.1", port=8080):
+    """A ThreadingHTTPServer serving ``Api(source)`` on ``host:port`` (port 0:
+    any free port; see ``server.url``). Call ``serve_forever()`` on it."""
+    host = host.strip("[]")
+    family = socket.AF_INET
+    try:
+        family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0][0]
+    except OSError:
+        pass
+    cls = type("Server", (Server,), {"address_family": family})
+    return cls((host, port), Api(source))
