@@ -53,6 +53,7 @@ class Op:
     # instance -> stream manager (and on to the topology master)
     REGISTER = "register"  # {task, component, pid, ok, error?}
     HEARTBEAT = "heartbeat"  # {task} / {container}
+    CREDIT = "credit"  # {task, n}: the instance has read n more batches
     METRICS = "metrics"  # {task, seq, metrics}
     ERROR = "error"  # {task, component, error, traceback, fatal}
     # stream manager -> topology master

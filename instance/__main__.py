@@ -22,7 +22,7 @@ def main(argv=None):
     container = plan.packing.task_container[a.task]
     kind = plan.topology.components[comp].kind
     inst = (SpoutInstance if kind == "spout" else BoltInstance)(plan, a.task)
-    return inst.run(plan.stmgrs[container]["ipc"])
+    return inst.run(plan.stmgrs[container])
 
 
 if __name__ == "__main__":

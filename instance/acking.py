@@ -113,6 +113,16 @@ class RootTracker:
         return out
 
 
+    def drop_unregistered(self, cutoff):
+        """Forget acks for roots never registered here since before ``cutoff``: late acks
+        of trees that already failed. (``expire`` does this too; this is for spouts that
+        run without message timeouts.)"""
+        stale = [r for r, e in self.entries.items() if not e[4] and e[3] < cutoff]
+        for r in stale:
+            del self.entries[r]
+        return len(stale)
+
+
 class AckBuffer:
     """The bolt side: acks and fails waiting to go to their spout tasks. Acks of one
     root are folded together, so a batch carries one entry per root."""

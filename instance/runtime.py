@@ -32,7 +32,9 @@ log = logging.getLogger("bittern.instance")
 
 HEARTBEAT_SECS = 1.0
 RECV_BURST = 64  # messages read before the loop looks at timers again
-FINAL_SEND_SECS = 2.0  # how long a stopping instance tries to hand over its last batches
+FINAL_SEND_SECS = 2.0
+DRAIN_BUDGET_SECS = 0.05
+CREDIT_EVERY = 8  # batches read between two credit messages  # a slow bolt still looks at control and timers this often  # how long a stopping instance tries to hand over its last batches
 
 
 class Crash(Exception):
@@ -60,26 +62,31 @@ class Instance:
         self.emitter = None
         self._parent = ParentWatch()
         self._zctx = zmq.Context()
-        self.sock = self._zctx.socket(zmq.DEALER)
-        self.sock.setsockopt(zmq.IDENTITY, wire.instance_identity(task))
-        self.sock.setsockopt(zmq.SNDTIMEO, 200)
+        # Two connections to the stream manager: data and acks on ``sock``, control on
+        # ``ctl``, so a control message never waits behind a backlog of data.
+        self.sock, self.ctl = self._zctx.socket(zmq.DEALER), self._zctx.socket(zmq.DEALER)
+        for s in (self.sock, self.ctl):
+            s.setsockopt(zmq.IDENTITY, wire.instance_identity(task))
+            s.setsockopt(zmq.SNDTIMEO, 200)
+            s.setsockopt(zmq.LINGER, 1000)
         # bounded in and out queues: a slow peer makes this process wait, not grow
         self.sock.setsockopt(zmq.SNDHWM, 100)
         self.sock.setsockopt(zmq.RCVHWM, 100)
-        self.sock.setsockopt(zmq.LINGER, 1000)
         self.serializer = wire.Serializer(self.conf["topology.serializer"])
         self._loads = self.serializer.loads
         self._ack_dumps = wire.Serializer("msgpack").dumps
         self.procstats = ProcStats()
         self._final_deadline = None
+        self._credit = 0  # batches read and not yet credited to the stream manager
 
     # -- sending ------------------------------------------------------------------------
-    def send(self, frames):
+    def send(self, frames, sock=None):
         """Blocking send (the stream manager pushes back by not reading) that still
         notices a stop request."""
+        sock = sock or self.sock
         while True:
             try:
-                self.sock.send_multipart(frames, copy=False)
+                sock.send_multipart(frames, copy=False)
                 return True
             except zmq.Again:
                 if self.stopping or self._parent.orphaned() or \
@@ -88,7 +95,7 @@ class Instance:
 
     def send_ctrl(self, op, **fields):
         fields.setdefault("task", self.task)
-        return self.send(wire.ctrl(op, **fields))
+        return self.send(wire.ctrl(op, **fields), self.ctl)
 
     def report_error(self, where, exc, fatal=False):
         self.counters["__error-count"] += 1
@@ -146,8 +153,10 @@ class Instance:
         self.active = active
 
     def register(self):
-        self.send_ctrl(Op.REGISTER, component=self.component, pid=os.getpid(), ok=True,
-                       container=self.container)
+        """Registration travels on the *data* connection: when the stream manager reads
+        it, that connection is up, so batches sent to this task from then on arrive."""
+        self.send(wire.ctrl(Op.REGISTER, task=self.task, component=self.component, pid=os.getpid(),
+                            ok=True, container=self.container))
 
     def metrics(self):
         em = self.emitter
@@ -173,8 +182,10 @@ class Instance:
     def handle(self, frames):
         kind = frames[0]
         if kind == DATA:
+            self._credit += 1
             self.on_data(frames[1])
         elif kind == ACK:
+            self._credit += 1
             self.on_ack(frames[1])
         elif kind == CTRL:
             self.on_ctrl(wire.decode_ctrl(frames[1]))
@@ -185,21 +196,50 @@ class Instance:
     def on_ack(self, payload):
         log.warning("%s task %d received acks it does not track", self.kind, self.task)
 
-    def drain(self, limit=RECV_BURST):
-        """Handle up to ``limit`` waiting messages; True if the socket was emptied."""
+    def drain_ctl(self):
+        recv = self.ctl.recv_multipart
+        while True:
+            try:
+                frames = recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self.handle(frames)
+
+    def drain(self, limit=RECV_BURST, budget=DRAIN_BUDGET_SECS):
+        """Handle the waiting control messages, then up to ``limit`` data messages or
+        ``budget`` seconds of them; True if the data socket was emptied."""
+        self.drain_ctl()
         recv = self.sock.recv_multipart
+        deadline = time.monotonic() + budget
+        emptied = False
         for _ in range(limit):
             try:
                 frames = recv(zmq.NOBLOCK)
             except zmq.Again:
-                return True
+                emptied = True
+                break
             self.handle(frames)
-        return False
+            if self._credit >= CREDIT_EVERY:
+                self.return_credit()
+            if time.monotonic() > deadline:
+                break
+        if self._credit:
+            self.return_credit()
+        return emptied
+
+    def return_credit(self):
+        """Tell the stream manager how many batches were read (it sends no more than a
+        window ahead)."""
+        n, self._credit = self._credit, 0
+        self.send_ctrl(Op.CREDIT, n=n)
+
+    def input_waiting(self):
+        return bool((self.sock.getsockopt(zmq.EVENTS) | self.ctl.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
 
     def poll(self, timeout_ms):
         """Wait for a message (True) or a timeout / stop signal (False)."""
         for sock, _ in self._poller.poll(timeout_ms):
-            if sock is self.sock:
+            if sock is self.sock or sock is self.ctl:
                 return True
         return False
 
@@ -212,12 +252,15 @@ class Instance:
             self.send([ACK, wire.task_bytes(task), dumps(payload)])
 
     # -- the loop -----------------------------------------------------------------------
-    def run(self, endpoint):
+    def run(self, endpoints):
+        """``endpoints``: the stream manager's ``{"ipc": data, "ctl": control}``."""
         self._waker = SignalWaker(self._on_signal)
         self._poller = zmq.Poller()
+        self._poller.register(self.ctl, zmq.POLLIN)
         self._poller.register(self.sock, zmq.POLLIN)
         self._poller.register(self._waker.fd, zmq.POLLIN)
-        self.sock.connect(endpoint)
+        self.ctl.connect(endpoints["ctl"])
+        self.sock.connect(endpoints["ipc"])
         try:
             self.setup()
         except BaseException as e:  # noqa: BLE001 - user code failed to start: report and exit
@@ -286,4 +329,5 @@ class Instance:
 
     def close_socket(self):
         self.sock.close(linger=1000)
+        self.ctl.close(linger=1000)
         self._zctx.term()

@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 import time
 
-import zmq
-
 from bittern.api.stream import DEFAULT_STREAM
 from bittern.errors import SchemaError
 from bittern.wire import Op
@@ -18,6 +16,8 @@ from .stats import LatencyStat
 log = logging.getLogger("bittern.instance")
 
 SPOUT_BURST = 64  # next_tuple calls per loop turn
+STALE_ACK_CHECK_SECS = 10.0
+STALE_ACK_SECS = 60.0
 
 
 class SpoutInstance(Instance):
@@ -138,10 +138,14 @@ class SpoutInstance(Instance):
 
     def timers(self, now):
         wait = super().timers(now)
-        if self._timeout_every and self.acking:
+        if self.acking:
+            every = self._timeout_every or STALE_ACK_CHECK_SECS
             if now >= self._next_timeout:
-                self._next_timeout = now + self._timeout_every
-                self.check_timeouts(now)
+                self._next_timeout = now + every
+                if self._timeout_every:
+                    self.check_timeouts(now)
+                else:  # no timeouts: still forget late acks of failed trees
+                    self.tracker.drop_unregistered(now - STALE_ACK_SECS)
             wait = min(wait, max(0.0, self._next_timeout - now))
         return wait
 
@@ -169,10 +173,9 @@ class SpoutInstance(Instance):
         poll = self.poll
         sleep_max = self.conf["topology.sleep.spout.wait.strategy.time.ms"] / 1000.0
         idle = 0.0
-        events = self.sock.getsockopt
-        POLLIN, EVENTS = zmq.POLLIN, zmq.EVENTS
+        waiting = self.input_waiting
         while not self.stopping:
-            if events(EVENTS) & POLLIN:
+            if waiting():
                 self.drain()
             now = time.monotonic()
             wait = self.timers(now)

@@ -26,6 +26,13 @@ Rows (pick with ``--only``, comma-separated, a prefix matches: ``amo``, ``bitter
   (stateful_map), run from ``--peers-dir`` in their own virtualenvs, created on
   demand under /tmp/bittern-bench/.
 
+Bittern runs use ``bittern run scripts/bench_topologies/word_count.py --until-done``
+with the engine of this tree (PYTHONPATH), engine defaults unless ``--config k=v``
+says otherwise, and a private BITTERN_HOME (``--home``, default
+/tmp/bittern-bench/home); every process a run starts stops with it (a run that
+overstays ``--timeout`` is killed with its whole process tree). ``--out FILE``
+appends one JSON line per run (raw figures, per-process peak RSS and CPU).
+
 Every figure is the median [min-max] over ``--runs`` runs; runs of all rows are
 interleaved (run 1 of every row, then run 2...), and the ratios are computed
 per run, between rows measured in that same run. Peak RSS is sampled every
@@ -64,6 +71,7 @@ except ImportError:  # run with a python that lacks psutil: use the project's vi
 TOPOLOGY = os.path.join(ROOT, "scripts", "bench_topologies", "word_count.py")
 WORK = "/tmp/bittern-bench"
 SAMPLE_EVERY = 0.05
+FOREIGN_CPU_WARN = 50.0  # % of one core used by other processes during a run
 
 PEER_VENVS = {
     "base": ["pyzmq", "msgpack", "psutil"],
@@ -189,9 +197,13 @@ class Measured:
         self.peak = 0
         self.max_procs = 0
         self.cpu_seen = {}  # pid -> cpu seconds (user+system)
+        self.cpu_series = {}  # pid -> [(time, cpu seconds)], one point per sample
         self.rss_peak = {}  # pid -> peak RSS
         self.cmdline = {}  # pid -> command line
+        self.role = {}  # pid -> role (see role_of)
+        self._plans = {}
         self._lock = threading.Lock()
+        self.sampler_errors = []
         self._stop = threading.Event()
         self._th = threading.Thread(target=self._sampler, daemon=True)
         self._th.start()
@@ -209,21 +221,34 @@ class Measured:
                 with q.oneshot():
                     rss = q.memory_info().rss
                     ct = q.cpu_times()
-                    if q.pid not in self.cmdline:
-                        self.cmdline[q.pid] = q.cmdline()
+                    cmd = q.cmdline()
+                    if cmd and self.cmdline.get(q.pid) != cmd:  # (a zombie's is empty)
+                        # a child is first seen between fork and exec with its parent's command line
+                        self.cmdline[q.pid] = cmd
+                        self.role.pop(q.pid, None)
+                    if q.pid not in self.role:
+                        # the role now, while the run plan it may need still exists
+                        role = role_of(self.cmdline[q.pid], self._plans)
+                        if not role.startswith("?"):
+                            self.role[q.pid] = role
             except psutil.Error:
                 continue
             tot += rss
             n += 1
+            now = time.time()
             with self._lock:
                 self.cpu_seen[q.pid] = max(self.cpu_seen.get(q.pid, 0.0), ct.user + ct.system)
+                self.cpu_series.setdefault(q.pid, []).append((now, ct.user + ct.system))
                 self.rss_peak[q.pid] = max(self.rss_peak.get(q.pid, 0), rss)
         self.peak = max(self.peak, tot)
         self.max_procs = max(self.max_procs, n)
 
     def _sampler(self):
         while not self._stop.is_set():
-            self._sample()
+            try:
+                self._sample()
+            except Exception as e:  # noqa: BLE001 - a race with a dying process must not end sampling
+                self.sampler_errors.append(f"{type(e).__name__}: {e}")
             self._stop.wait(SAMPLE_EVERY)
 
     def wait(self):
@@ -237,6 +262,8 @@ class Measured:
         self.t_exit = time.time()
         self._stop.set()
         self._th.join()
+        for pid, cmd in self.cmdline.items():
+            self.role.setdefault(pid, role_of(cmd, self._plans))
         busy = _sys_busy() - self.busy0
         own = sum(self.cpu_seen.values())
         wall = max(1e-9, self.t_exit - self.t0)
@@ -258,11 +285,21 @@ class Measured:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
 
+    def cpu_at(self, pid, t):
+        """CPU seconds of ``pid`` at time ``t``, interpolated between samples."""
+        pts = self.cpu_series.get(pid) or []
+        if not pts or t <= pts[0][0]:
+            return pts[0][1] if pts else 0.0
+        for (ta, ca), (tb, cb) in zip(pts, pts[1:]):
+            if ta <= t <= tb:
+                return ca + (cb - ca) * (t - ta) / max(1e-9, tb - ta)
+        return pts[-1][1]
+
     def base_record(self):
         return {"rc": self.proc.returncode, "wall_s": self.t_exit - self.t0,
                 "peak_rss_mb": self.peak / 2**20, "max_procs": self.max_procs,
                 "own_cpu_pct": self.own_cpu_pct, "foreign_cpu_pct": self.foreign_cpu_pct,
-                "timed_out": self.timed_out}
+                "timed_out": self.timed_out, "sampler_errors": self.sampler_errors[:5]}
 
 
 # ---------------------------------------------------------------------------------------
@@ -311,6 +348,12 @@ class BitternRunner:
         self.py = bittern_python()
         self.home = args.home
         os.makedirs(self.home, exist_ok=True)
+        self.extra = {}
+        for kv in args.config:
+            k, sep, v = kv.partition("=")
+            if not sep:
+                raise SystemExit(f"error: --config {kv!r}: expected key=value")
+            self.extra[k] = v
 
     def cmd(self, name, confs, until_done=True, duration=None):
         c = [self.py, "-m", "bittern", "run", TOPOLOGY, "--name", name, "--json",
@@ -324,11 +367,15 @@ class BitternRunner:
         return c
 
     def env(self, mode, par):
+        # PYTHONPATH: the engine under test is the one of this tree, whatever is installed
+        pp = os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
         return {"BITTERN_HOME": self.home, "BENCH_MODE": mode, "BENCH_PAR": par,
-                "PYTHONUNBUFFERED": "1"}
+                "PYTHONUNBUFFERED": "1", "PYTHONPATH": pp}
 
     def name(self, tag):
-        return f"bench-{tag}-{os.getpid()}"
+        """A fresh topology name per run (so the logs of a failed run stay apart)."""
+        self._seq = getattr(self, "_seq", 0) + 1
+        return f"bench-{tag}-{os.getpid()}-{self._seq}"
 
     @staticmethod
     def parse(out):
@@ -351,6 +398,7 @@ class BitternRunner:
         """One run of word count in ``mode`` (throughput | latency)."""
         rel, par, stmgrs = BITTERN_ROWS[row] if row in BITTERN_ROWS else ("ATMOST_ONCE", "1,1,1", 1)
         confs = {"topology.reliability.mode": rel, "topology.stmgrs": stmgrs, "bench.sentences": n}
+        confs.update(self.extra)
         if rate:
             confs["bench.rate"] = round(rate, 3)
         name = self.name(row)
@@ -390,6 +438,7 @@ class BitternRunner:
                 rec["last_ack_s"] = max(ack_lasts) - min(firsts)
         if summary is not None:
             rec["drained"] = summary.get("drained")
+            rec["stmgr_dropped"] = summary.get("stmgr_dropped")
             rec["components"] = summary.get("components")
         rec.update(sentences=sentences, words=words, ok=not problems, problems=problems)
         if firsts and lasts:
@@ -399,6 +448,8 @@ class BitternRunner:
                 rec["sent_per_s"] = sentences / (t_end - t_first)
                 rec["words_per_s"] = words / (t_end - t_first)
         rec["rss_by_process_mb"] = self._rss_by_role(m)
+        if rec.get("proc_s"):
+            rec["cpu_window_s"] = self._cpu_by_group(m, rec["t_first"], rec["t_end"])
         if mode == "latency":
             lat = [x for b in counts for x in (b.get("lat_ms") or [])]
             rec.update(rate=rate, lat_samples=len(lat), p50_ms=pct(lat, 0.50), p90_ms=pct(lat, 0.90),
@@ -411,11 +462,18 @@ class BitternRunner:
         return rec
 
     def _rss_by_role(self, m):
-        plans = {}
         out = {}
-        for pid, cmd in m.cmdline.items():
-            role = role_of(cmd, plans)
+        for pid, role in m.role.items():
             out[role] = round(max(out.get(role, 0), m.rss_peak.get(pid, 0) / 2**20), 1)
+        return out
+
+    def _cpu_by_group(self, m, t_a, t_b):
+        """CPU seconds each kind of process used between ``t_a`` and ``t_b`` (the tasks of
+        one component, and the stream managers, are added up)."""
+        out = {}
+        for pid, role in m.role.items():
+            group = role.split("[")[0].split("-")[0] if role != "bittern-cli" else role
+            out[group] = out.get(group, 0.0) + max(0.0, m.cpu_at(pid, t_b) - m.cpu_at(pid, t_a))
         return out
 
     def _clean_logs(self, name):
@@ -437,11 +495,17 @@ class BitternRunner:
         cmd = self.cmd(name, {"topology.stmgrs": 1}, until_done=False, duration=settle + window + 60)
         m = Measured(cmd, self.env("idle", "1,1,1"), timeout=settle + window + 120)
         expected = 1 + 1 + 1 + 1 + 3  # cli, supervisor, tmaster, stmgr, 3 instances
+        status = os.path.join(self.home, "state", "status", f"{name}.json")
         deadline = time.monotonic() + 60
         procs = []
         while time.monotonic() < deadline and m.proc.poll() is None:
             procs = m.tree()
-            if len(procs) >= expected:
+            try:  # the topology master says RUNNING once every task has initialized
+                with open(status) as f:
+                    running = json.load(f).get("phase") == "RUNNING"
+            except (OSError, ValueError):
+                running = False
+            if running and len(procs) >= expected:
                 break
             time.sleep(0.1)
         rec = {"peer": "bittern", "row": "idle-cpu", "mode": "idle", "settle_s": settle, "window_s": window}
@@ -529,7 +593,8 @@ class Peers:
                 r = subprocess.run([py, "-m", "pip", "install", "-q", "--disable-pip-version-check", *pkgs],
                                    capture_output=True, text=True, timeout=900)
                 if r.returncode != 0:
-                    raise RuntimeError((r.stderr or r.stdout).strip().splitlines()[-1:] or ["pip failed"])
+                    lines = (r.stderr or r.stdout).strip().splitlines()
+                    raise RuntimeError(lines[-1] if lines else f"pip exited {r.returncode}")
                 with open(marker, "w") as f:
                     f.write(want + "\n")
             except (OSError, subprocess.SubprocessError, RuntimeError) as e:
@@ -568,6 +633,7 @@ class Peers:
             m = Measured(cmd, env, timeout=self.args.timeout, cwd=self.dir).wait()
             got = False
             for line in m.out.splitlines():
+                first_variant = not got
                 if not line.startswith("WCRESULT "):
                     continue
                 got = True
@@ -575,7 +641,8 @@ class Peers:
                 tf = r.get("t_first") or (min(m.firsts) if m.firsts else None)
                 r.update(m.base_record())
                 r["t_first"] = tf
-                r["startup_s"] = (tf - m.t0) if tf else None
+                # a later variant of the same invocation started after the earlier ones ran
+                r["startup_s"] = (tf - m.t0) if tf and first_variant else None
                 r["proc_s"] = (r["t_end"] - tf) if tf and r.get("t_end") else None
                 if r["proc_s"]:
                     r["sent_per_s"] = r["sentences"] / r["proc_s"]
@@ -673,11 +740,32 @@ class Report:
         a, b = self.words_by_run(num), self.words_by_run(den)
         return [a[i] / b[i] for i in sorted(set(a) & set(b))]
 
+    def cpu_table(self):
+        groups = ["sentence", "split", "count", "stmgr", "tmaster", "supervisor", "bittern-cli"]
+        rows = []
+        for row in self.rows_present("throughput"):
+            th = [r for r in self.by(row, "throughput") if r.get("ok") and r.get("cpu_window_s")]
+            if not th:
+                continue
+            cells = [row]
+            for g in groups + ["total"]:
+                pcts, nsw = [], []
+                for r in th:
+                    c = r["cpu_window_s"]
+                    v = sum(c.values()) if g == "total" else c.get(g)
+                    if v is None:
+                        continue
+                    pcts.append(v / r["proc_s"] * 100)
+                    nsw.append(v / r["words"] * 1e9)
+                cells.append("%.0f%% %.0fns" % (st.median(pcts), st.median(nsw)) if pcts else "-")
+            rows.append(cells)
+        return table(["row"] + groups + ["total"], rows) if rows else ""
+
     def render(self):
         out = []
         a = self.args
         out.append(f"Bittern word-count benchmark: {self.runs} run(s) per row, median [min-max]; "
-                   f"workload: {os.path.relpath(self.src, ROOT)} SENTENCES; python {sys.version.split()[0]}; "
+                   f"workload: {self.src} SENTENCES; python {sys.version.split()[0]}; "
                    f"{os.cpu_count()} cores")
         out.append(f"N sentences per throughput run: Bittern {a.n}; latency runs: {a.lat_secs:g}s at half the "
                    "rate of the throughput run just before\n")
@@ -700,6 +788,16 @@ class Report:
             ])
         if rows:
             out.append(table(headers, rows))
+            out.append("ok: runs whose final counts were exactly the expected ones (Bittern: throughput + latency "
+                       "runs; at least once also needs every tree acked, none failed); p50/p99: end-to-end, spout "
+                       "emit -> count bolt, at half the rate of the throughput run; peak RSS: summed over the "
+                       "whole process tree (procs: most processes seen at once)")
+        cpu = self.cpu_table()
+        if cpu:
+            out.append("\nwhere the CPU goes in the throughput runs, from the first sentence emitted to the last "
+                       "word counted:\n% of one core (all tasks of a component added up) and CPU ns per word "
+                       "(2 cores = 200%):")
+            out.append(cpu)
         probes = []
         il = self.by("idle-latency", "latency")
         if il:
@@ -770,8 +868,8 @@ class Report:
             targets.append(("idle: one tuple crosses the topology (ms, median)", fmt(v, ms),
                             f"< {TARGET_IDLE_CROSS_MS:g}", median_or_none(v), lambda m: m < TARGET_IDLE_CROSS_MS))
         if ic:
-            v = [max(p["cpu_pct"] for p in r["processes"].values() if p) for r in ic]
-            targets.append(("idle: busiest process CPU %", fmt(v, f2), f"< {TARGET_IDLE_CPU_PCT:g} each",
+            v = [max(p["cpu_pct"] for role, p in r["processes"].items() if role != "bittern-cli") for r in ic]
+            targets.append(("idle: busiest topology process CPU %", fmt(v, f2), f"< {TARGET_IDLE_CPU_PCT:g} each",
                             median_or_none(v), lambda m: m < TARGET_IDLE_CPU_PCT))
             bolts = [max(p["rss_mb"] for role, p in r["processes"].items()
                          if role.startswith(("split[", "count["))) for r in ic]
@@ -792,6 +890,11 @@ class Report:
             out.append(table(["target", "measured", "wanted", "verdict"],
                              [[n, m, t, "n/a" if med is None else ("met" if ok(med) else "MISSED")]
                               for n, m, t, med, ok in targets]))
+        dirty = [r for r in self.records if (r.get("foreign_cpu_pct") or 0) > FOREIGN_CPU_WARN]
+        if dirty:
+            self.notes.insert(0, f"{len(dirty)} of {len(self.records)} runs had other processes of the machine "
+                                 f"using > {FOREIGN_CPU_WARN:g}% of a core (foreign CPU%): their figures are "
+                                 "contaminated; compare ratios, or run again on a quieter machine")
         bad = [r for r in self.records if not r.get("ok")]
         if bad:
             out.append("\nfailed runs:")
@@ -812,7 +915,7 @@ class Report:
 # ---------------------------------------------------------------------------------------
 
 def select(only, peers):
-    names = list(BITTERN_ROWS) + PROBES + (PEER_ROWS if peers else [])
+    names = (PEER_ROWS if peers else []) + list(BITTERN_ROWS) + PROBES
     if not only:
         return names
     want = [w.strip() for w in only.split(",") if w.strip()]
@@ -821,17 +924,17 @@ def select(only, peers):
         if not any(k == w or k.startswith(w) for k in known):
             raise SystemExit(f"error: --only {w!r} matches no row (rows: {', '.join(known)})")
     out = []
-    for k in list(BITTERN_ROWS) + PROBES + PEER_ROWS:
+    for k in PEER_ROWS + list(BITTERN_ROWS) + PROBES:
         is_peer = k in PEER_ROWS
         hit = any(k == w or k.startswith(w) for w in want) or ("bittern" in want and not is_peer) \
             or ("peers" in want and is_peer)
-        if hit and (not is_peer or peers or any(k == w or k.startswith(w) for w in want)):
+        if hit:  # naming a peer row (or "peers") runs it, --peers or not
             out.append(k)
     return out
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+    ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=None, help="runs per row (default 3; 1 with --quick)")
     ap.add_argument("--quick", action="store_true", help="smoke test: 1 run, small N, short windows")
@@ -846,6 +949,8 @@ def main(argv=None):
                     help="length of a latency run at half rate (default 4; 1.5 with --quick)")
     ap.add_argument("--idle-secs", type=float, default=None,
                     help="idle-cpu measurement window (default 8; 3 with --quick)")
+    ap.add_argument("--config", action="append", default=[], metavar="K=V",
+                    help="extra config for every Bittern word-count run (e.g. topology.max.spout.pending=5000)")
     ap.add_argument("--home", default=os.path.join(WORK, "home"), help="BITTERN_HOME for the runs")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds before a run is killed")
     ap.add_argument("--out", help="append every raw record to this file (JSON lines)")

@@ -244,6 +244,7 @@ class TopologyMaster:
         dropped = sum((s.get("counters") or {}).get("dropped", 0) for s in self.stmgrs.values())
         return {"tasks": {str(t): m for t, m in self.metrics.task_totals().items()},
                 "components": self.metrics.component_totals(), "stmgr_dropped": dropped,
+                "stmgr_queued": sum(s.get("queued") or 0 for s in self.stmgrs.values()),
                 "errors": self.errors[-20:]}
 
     def _start_report(self, identity, req, extra):

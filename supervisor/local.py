@@ -84,7 +84,8 @@ class LocalSupervisor:
         tdef = TopologyDef.from_dict(rec["definition"])
         packing = PackingPlan.from_dict(asg["packing"])
         self._ipc = ipc_dir()
-        stmgrs = {c: {"tcp": f"tcp://127.0.0.1:{free_port()}", "ipc": f"ipc://{self._ipc}/c{c}"}
+        stmgrs = {c: {"tcp": f"tcp://127.0.0.1:{free_port()}", "ipc": f"ipc://{self._ipc}/c{c}",
+                      "ctl": f"ipc://{self._ipc}/k{c}"}
                   for c in packing.containers}
         plan = RunPlan(self.name, self.home, tdef, packing, f"tcp://127.0.0.1:{free_port()}", stmgrs,
                        rec["config"])

@@ -33,8 +33,12 @@ def write(tmp_path, body, name="topo.py"):
 
 def assert_clean_failure(bittern, home, r, *needles):
     assert r.returncode != 0, r.stdout + r.stderr
-    first = r.stderr.strip().splitlines()[0]
-    assert first.startswith("error: "), r.stderr
+    lines = r.stderr.strip().splitlines()
+    errors = [ln for ln in lines if ln.startswith("error: ")]
+    assert errors, r.stderr
+    first = errors[0]
+    # nothing but the start-up notice may come before the error
+    assert all(ln.startswith("topology ") for ln in lines[:lines.index(first)]), r.stderr
     for n in needles:
         assert n in first, f"{n!r} not in {first!r}"
     topo_dir = os.path.join(home, "state", "topologies")

@@ -31,17 +31,21 @@ def add_parser(sub):
 
 
 def drain(client, timeout):
-    """Deactivate the spouts and wait until every tuple sent has been executed.
-    Returns the last metrics report."""
+    """Deactivate the spouts and wait until every tuple sent has been executed (or, if
+    a stream manager dropped batches for a dead task, until nothing moves and nothing
+    is queued). Returns the last metrics report and whether it drained."""
     rep = client.request(Op.DEACTIVATE)
     deadline = time.monotonic() + timeout
-    stable = 0
+    stable, last = 0, None
     while time.monotonic() < deadline:
         rep = client.request(Op.REPORT)
         comps = rep["components"]
         sent = sum(c.get("__transfer-count", 0) for c in comps.values())
-        done = sum(c.get("__execute-count", 0) for c in comps.values()) + rep.get("stmgr_dropped", 0)
-        if sent <= done and not rep.get("missing"):
+        done = sum(c.get("__execute-count", 0) for c in comps.values())
+        settled = sent <= done or (rep.get("stmgr_dropped") and not rep.get("stmgr_queued")
+                                   and (sent, done) == last)
+        last = (sent, done)
+        if settled and not rep.get("missing"):
             stable += 1
             if stable >= 2:
                 return rep, True

@@ -576,15 +576,16 @@ def test_fail_of_a_tuple_anchored_to_two_roots_fails_both(sim_factory):
 
 
 class RecordingEmitter:
-    """Stands in for the emitter: records the (roots, odd) layout a tracked emit gets."""
+    """Stands in for the emitter: records the roots of each anchor a tracked emit gets,
+    and hands out one edge per anchor."""
 
     def __init__(self, xors):
         self.calls = []
         self._xors = iter(xors)
 
-    def emit_tracked(self, values, stream, roots, odd, direct_task=None, need_task_ids=False):
-        self.calls.append((list(roots), list(odd)))
-        return [1], next(self._xors)
+    def emit_tracked(self, values, stream, anchor_roots, direct_task=None, need_task_ids=False):
+        self.calls.append([list(r) for r in anchor_roots])
+        return [1], [next(self._xors) for _ in anchor_roots]
 
     def emit(self, values, stream, anchors, direct_task, need_task_ids):
         self.calls.append(("untracked", values))
@@ -596,10 +597,10 @@ def _tup(msgid, n=0):
 
 
 def test_emit_anchored_root_layout(sim_factory):
-    """The (roots, odd) a bolt hands the emitter, and the XOR each anchor then acks."""
+    """The roots per anchor a bolt hands the emitter, and the XOR each anchor then acks."""
     sim = sim_factory(Joined)
     bolt = sim.inst[sim.tasks("join")[0]]
-    rec = bolt.emitter = RecordingEmitter([0xE1, 0xE2, 0xE3, 0xE4])
+    rec = bolt.emitter = RecordingEmitter([0xE1, 0xE2, 0xE3, 0xE4, 0xE5, 0xE6])
     a = _tup([R1, 0xA])
     b = _tup([R2, 0xB])
     c = _tup([R1, 0xC, R3, 0xD])  # a tuple that already belongs to two trees
@@ -608,28 +609,23 @@ def test_emit_anchored_root_layout(sim_factory):
     bolt.emit_anchored([3], anchors=[b, c])
     bolt.emit_anchored([4], anchors=[])
     bolt.emit_anchored([5], anchors=a)  # a single Tuple, not a list
-    assert rec.calls == [([R1], [True]), ([R1, R2], [True, True]), ([R2, R1, R3], [True, True, True]),
-                         ("untracked", [4]), ([R1], [True])]
+    # one edge per anchor: a gets E1, (a, b) get E2 and E3, (b, c) get E4 and E5, a gets E6
+    assert rec.calls == [[[R1]], [[R1], [R2]], [[R2], [R1, R3]], ("untracked", [4]), [[R1]]]
     for t in (a, b, c):
         bolt.ack(t)
-    assert bolt.ackbuf.drain() == {3: [[R1, 0xA ^ 0xE1 ^ 0xE2 ^ 0xE4 ^ 0xC ^ 0xE3,
-                                        R2, 0xB ^ 0xE2 ^ 0xE3,
-                                        R3, 0xD ^ 0xE3], []]}
+    assert bolt.ackbuf.drain() == {3: [[R1, (0xA ^ 0xE1 ^ 0xE2 ^ 0xE6) ^ (0xC ^ 0xE5),
+                                        R2, 0xB ^ 0xE3 ^ 0xE4,
+                                        R3, 0xD ^ 0xE5], []]}
 
 
 # Storm gives every anchor of an emit its own edge id (BoltOutputCollectorImpl.boltEmit:
 # one MessageId.generateId per anchor, XORed into that anchor's ackVal and into the new
 # tuple's id under each of the anchor's roots), so a tuple anchored to two tuples of the
-# same tree carries eA^eB under that root and stays tracked. Bittern draws one edge per
-# destination for all anchors and zeroes a root anchored an even number of times
-# (instance/bolt.py emit_anchored): the anchors' acks then carry e twice (cancelling) and
-# the child carries 0, so the tree completes before the child is processed, and a failure
-# of the child is never reported.
-MULTI_ANCHOR_BUG = ("instance/bolt.py emit_anchored: a root anchored an even number of times gets edge 0, "
-                    "so the child is not tracked under it (Storm draws one edge per anchor)")
+# same tree carries eA^eB under that root and stays tracked. (A single edge shared by all
+# anchors would cancel under such a root: the tree would complete before the child is
+# processed, and a failure of the child would never be reported.)
 
 
-@pytest.mark.xfail(strict=True, reason=MULTI_ANCHOR_BUG)
 @pytest.mark.parametrize("pattern", ["each", "twice"])
 def test_tuple_anchored_twice_to_one_tree_is_waited_for(sim_factory, pattern):
     sim = sim_factory(Joined)
@@ -647,7 +643,6 @@ def test_tuple_anchored_twice_to_one_tree_is_waited_for(sim_factory, pattern):
     assert sim.obj("src").acked == ["t"]
 
 
-@pytest.mark.xfail(strict=True, reason=MULTI_ANCHOR_BUG)
 def test_fail_of_a_tuple_anchored_twice_to_one_tree_reaches_the_spout(sim_factory):
     sim = sim_factory(Joined)
     sim.obj("leaf").fail_values = {(10,)}  # split emits [5, 0] and [5, 1]; join sums 5 + 5
