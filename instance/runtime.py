@@ -293,8 +293,9 @@ class Instance:
     def init_timers(self):
         now = time.monotonic()
         self._next_hb = now + HEARTBEAT_SECS
-        self._metrics_every = float(self.conf["topology.metrics.interval.secs"]) or 2.0
-        self._next_metrics = now + self._metrics_every
+        # 0 turns periodic metrics off (they are still sent when asked for, e.g. by run)
+        self._metrics_every = float(self.conf["topology.metrics.interval.secs"])
+        self._next_metrics = now + self._metrics_every if self._metrics_every else float("inf")
         self._flush_every = self.conf["topology.batch.flush.interval.millis"] / 1000.0
 
     def timers(self, now):
