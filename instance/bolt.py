@@ -39,6 +39,7 @@ class BoltInstance(Instance):
         self.auto_fail = getattr(obj, "auto_fail", True)
         self.auto_anchor = getattr(obj, "auto_anchor", True)
         if self.acking:
+            self._rooted = self.emitter.emit_rooted
             obj.emit, obj.ack, obj.fail = self.emit_anchored, self.ack, self.fail
         else:
             obj.emit, obj.ack, obj.fail = self.emitter.emit, self.ack_untracked, self.fail_untracked
@@ -56,7 +57,14 @@ class BoltInstance(Instance):
     def emit_anchored(self, values, stream=DEFAULT_STREAM, anchors=None, direct_task=None,
                       need_task_ids=False):
         if anchors is None:
-            anchors = (self._cur,) if self.auto_anchor and self._cur is not None else ()
+            cur = self._cur
+            if cur is not None and self.auto_anchor:
+                mid = cur.id
+                if mid is not None and len(mid) == 2:  # the common case: one anchor, one tree
+                    tasks, xor = self._rooted(values, stream, mid[0], direct_task, need_task_ids)
+                    self._cur_acc ^= xor
+                    return tasks if need_task_ids else None
+            anchors = (cur,) if self.auto_anchor and cur is not None else ()
         elif isinstance(anchors, Tuple):
             anchors = (anchors,)
         tracked = [a for a in anchors if a.id]
@@ -115,6 +123,9 @@ class BoltInstance(Instance):
         else:
             if mids is None:
                 mids = [None] * len(vals)
+            auto_ack = self.auto_ack
+            fold = self.ackbuf.ack
+            acked = 0
             for v, m in zip(vals, mids):
                 tup = _new_tuple(Tuple, (m, comp, stream, src, v))
                 self._cur, self._cur_acc, self._cur_done = tup, 0, False
@@ -123,11 +134,15 @@ class BoltInstance(Instance):
                 except Exception as e:  # noqa: BLE001 - user code
                     self._process_error(tup, e)
                 if not self._cur_done:
-                    if self.auto_ack:
-                        self.ack(tup)
-                    else:
+                    if not auto_ack:
                         self._held[id(tup)] = [tup, self._cur_acc, t0]
+                    elif m is not None and len(m) == 2:  # the common case, inlined
+                        fold(m[0], m[1] ^ self._cur_acc)
+                        acked += 1
+                    else:
+                        self.ack(tup)
             self._cur = None
+            self.counters["__ack-count"] += acked
         n = len(vals)
         dt = (time.monotonic() - t0) / n
         self.execute_latency.add(dt, n)

@@ -78,7 +78,8 @@ class Emitter:
         router = self._default if stream == DEFAULT_STREAM else None
         if router is None or len(values) != router.arity:
             router = self._router(values, stream)
-        tasks = router.route(values, direct_task)
+        only = router.only
+        tasks = only(values) if only is not None and direct_task is None else router.route(values, direct_task)
         bufs = self.buffers
         for t in tasks:
             key = (t, stream)
@@ -92,6 +93,33 @@ class Emitter:
         self.emit_count += 1
         self.transfer_count += len(tasks)
         return list(tasks) if need_task_ids else None
+
+    def emit_rooted(self, values, stream, root, direct_task=None, need_task_ids=False):
+        """The common tracked emit (a spout's tuple, or a bolt's anchored to one tuple of
+        one tree): one fresh edge per destination under ``root``. Returns
+        ``(tasks, XOR of the edges)``."""
+        router = self._default if stream == DEFAULT_STREAM else None
+        if router is None or len(values) != router.arity:
+            router = self._router(values, stream)
+        only = router.only
+        tasks = only(values) if only is not None and direct_task is None else router.route(values, direct_task)
+        bufs = self.buffers
+        xor = 0
+        for t in tasks:
+            e = new_edge()
+            xor ^= e
+            key = (t, stream)
+            buf = bufs.get(key) or self._new_buffer(key)
+            vals = buf[0]
+            if buf[1] is None:
+                buf[1] = [None] * len(vals)
+            vals.append(values)
+            buf[1].append([root, e])
+            if len(vals) >= self.batch_size:
+                self._flush_one(key, buf)
+        self.emit_count += 1
+        self.transfer_count += len(tasks)
+        return (list(tasks) if need_task_ids else tasks), xor
 
     def emit_tracked(self, values, stream, anchor_roots, direct_task=None, need_task_ids=False):
         """Emit a tuple anchored to tuples whose roots are ``anchor_roots`` (one list of

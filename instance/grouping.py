@@ -168,7 +168,8 @@ class StreamRouter:
         self.direct = direct
         self.choosers = choosers  # for non-direct streams
         self.direct_tasks = set(direct_tasks)  # tasks subscribed with direct grouping
-        self._only = choosers[0].choose if len(choosers) == 1 else None
+        # the one chooser of a non-direct stream with a single subscriber: the emitter's fast path
+        self.only = choosers[0].choose if len(choosers) == 1 and not direct else None
 
     def route(self, values, direct_task=None):
         if direct_task is not None or self.direct:
@@ -182,8 +183,8 @@ class StreamRouter:
                 raise SchemaError(f"component {self.component!r}: direct_task {direct_task!r} does not "
                                   f"subscribe to stream {self.stream!r} (tasks: {sorted(self.direct_tasks)})")
             return [direct_task]
-        if self._only is not None:
-            return self._only(values)
+        if self.only is not None:
+            return self.only(values)
         out = []
         for ch in self.choosers:
             out.extend(ch.choose(values))

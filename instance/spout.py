@@ -48,15 +48,15 @@ class SpoutInstance(Instance):
                     completed.append((ACKED, tup_id, stream, None))
                 return tasks
         else:
-            tracked, register, task = em.emit_tracked, self.tracker.register, self.task
+            rooted, register, task = em.emit_rooted, self.tracker.register, self.task
             monotonic = time.monotonic
 
             def emit(values, tup_id=None, stream=DEFAULT_STREAM, direct_task=None, need_task_ids=False):
                 if tup_id is None:
                     return emit_plain(values, stream, None, direct_task, need_task_ids)
                 root = new_root(task)
-                tasks, xors = tracked(values, stream, [[root]], direct_task, need_task_ids)
-                done = register(root, xors[0], tup_id, stream, monotonic())
+                tasks, xor = rooted(values, stream, root, direct_task, need_task_ids)
+                done = register(root, xor, tup_id, stream, monotonic())
                 if done is not None:
                     completed.append(done)
                 return tasks if need_task_ids else None

@@ -492,7 +492,8 @@ class BitternRunner:
     def idle_cpu(self, settle, window):
         """An idle topology (1-1-1, the spout emits nothing): CPU % and RSS per process."""
         name = self.name("idle")
-        cmd = self.cmd(name, {"topology.stmgrs": 1}, until_done=False, duration=settle + window + 60)
+        cmd = self.cmd(name, dict(self.extra, **{"topology.stmgrs": 1}), until_done=False,
+                       duration=settle + window + 60)
         m = Measured(cmd, self.env("idle", "1,1,1"), timeout=settle + window + 120)
         expected = 1 + 1 + 1 + 1 + 3  # cli, supervisor, tmaster, stmgr, 3 instances
         status = os.path.join(self.home, "state", "status", f"{name}.json")
