@@ -23,7 +23,7 @@ def test_defaults_load():
     assert d["topology.max.spout.pending"] == 0
     assert d["topology.stmgrs"] == 1
     assert d["topology.serializer"] == "msgpack"
-    assert d["topology.producer.batch.size"] == 256
+    assert d["topology.producer.batch.size"] == 1024
     assert d["topology.debug"] is False
     assert d["bittern.restart.backoff.max.secs"] == 10.0
 
