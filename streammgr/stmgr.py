@@ -295,7 +295,10 @@ class StreamManager:
                     if self._parent.orphaned():
                         log.warning("parent process is gone; exiting")
                         break
-                timeout = 1 if self.queues else max(1, int((next_hb - now) * 1000))
+                # Peer queues are retried every millisecond; queues toward local instances
+                # move when credit comes back, which wakes the poll by itself.
+                retry = any(k[0] == "p" for k in self.queues.keys()) if self.queues else False
+                timeout = 1 if retry else max(1, int((next_hb - now) * 1000))
                 events = dict(poller.poll(timeout))
                 if self.ctl in events:
                     self._drain(self.ctl, self._on_ctl)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 from ..client import TMClient
 from ..errors import BitternError
@@ -73,6 +72,3 @@ def fmt_duration(secs):
         return f"{m}m{s}s"
     return f"{s}s"
 
-
-def uptime(rec):
-    return fmt_duration(time.time() - rec.get("submitted_at", time.time()))

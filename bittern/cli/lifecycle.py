@@ -9,7 +9,8 @@ import signal
 from ..errors import BitternError
 from ..proc import pid_alive, signal_pids, stop_pids
 from ..wire import Op
-from .common import liveness, supervisor_pid, tm_client, uptime
+from ..monitor import LocalSource
+from .common import fmt_duration, liveness, supervisor_pid, tm_client
 
 
 def add_parsers(sub):
@@ -33,19 +34,7 @@ def add_parsers(sub):
 
 
 def list_main(args, state, home):
-    rows = []
-    for name in state.topologies():
-        rec, phase = liveness(state, name)
-        if rec is None:
-            continue
-        status = state.status(name) or {}
-        asg = state.assignment(name) or {}
-        if phase == "RUNNING" and not status.get("active", True):
-            phase = "PAUSED"
-        containers = len((asg.get("packing") or {}).get("containers", {}))
-        tasks = sum(c["par"] for c in rec["definition"]["components"])
-        rows.append({"name": name, "state": phase, "containers": containers, "tasks": tasks,
-                     "uptime": uptime(rec), "file": rec.get("file")})
+    rows = [dict(r, uptime=fmt_duration(r["uptime_secs"])) for r in LocalSource(state).topologies()]
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0

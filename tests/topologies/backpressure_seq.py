@@ -24,6 +24,8 @@ import time
 
 from bittern import Bolt, ReliableSpout, Topology
 
+from testkit import LineSinkBolt
+
 
 class FastSeqSpout(ReliableSpout):
     outputs = ["n"]
@@ -81,18 +83,6 @@ class SlowBolt(Bolt):
         self.emit([tup.values[0]])
 
 
-class SinkBolt(Bolt):
-    outputs = []
-
-    def initialize(self, config, context):
-        os.makedirs(config["test.out"], exist_ok=True)
-        path = os.path.join(config["test.out"], f"sink-{context.task_id}.txt")
-        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-
-    def process(self, tup):
-        os.write(self.fd, b"%d\n" % tup.values[0])
-
-
 class BackpressureSeq(Topology):
     config = {"topology.stmgrs": 2, "topology.reliability.mode": "ATLEAST_ONCE",
               # generous: a tuple may wait a long time in the queues of the slow phase,
@@ -101,4 +91,4 @@ class BackpressureSeq(Topology):
               "topology.metrics.interval.secs": 1}
     spout = FastSeqSpout.spec(par=2)
     slow = SlowBolt.spec(par=2, inputs=[spout])
-    sink = SinkBolt.spec(par=2, inputs=[slow])
+    sink = LineSinkBolt.spec(par=2, inputs=[slow])

@@ -15,6 +15,8 @@ import time
 
 from bittern import Bolt, Grouping, ReliableSpout, Topology
 
+from testkit import LineSinkBolt
+
 
 class SeqSpout(ReliableSpout):
     outputs = ["n"]
@@ -85,22 +87,10 @@ class KeyedBolt(Bolt):
         self.emit([tup.values[0]])
 
 
-class SinkBolt(Bolt):
-    outputs = []
-
-    def initialize(self, config, context):
-        os.makedirs(config["test.out"], exist_ok=True)
-        path = os.path.join(config["test.out"], f"sink-{context.task_id}.txt")
-        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-
-    def process(self, tup):
-        os.write(self.fd, b"%d\n" % tup.values[0])
-
-
 class ReliableSeq(Topology):
     config = {"topology.stmgrs": 2, "topology.reliability.mode": "ATLEAST_ONCE",
               "topology.message.timeout.secs": 3, "topology.max.spout.pending": 500}
     spout = SeqSpout.spec(par=1)
     relay = RelayBolt.spec(par=2, inputs=[spout])
     keyed = KeyedBolt.spec(par=2, inputs={relay: Grouping.fields("key")})
-    sink = SinkBolt.spec(par=2, inputs={keyed: Grouping.SHUFFLE})
+    sink = LineSinkBolt.spec(par=2, inputs={keyed: Grouping.SHUFFLE})

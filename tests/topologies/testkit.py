@@ -2,6 +2,8 @@
 directory is on the instances' sys.path).
 
 * ``NumberSpout`` emits ``[i, key]`` for i in 0..N-1 (``test.count``), key = i % ``test.keys``.
+* ``LineSinkBolt`` appends each tuple's first value to ``<test.out>/sink-<task>.txt``
+  with an unbuffered write before the tuple is acked (it survives kill -9 of the sink).
 * ``RecordBolt`` appends every tuple it receives to ``<test.out>/<component>-<task>.jsonl``
   (flushed on close), then re-emits it unchanged on its default stream if it declares one.
 """
@@ -46,3 +48,15 @@ class RecordBolt(Bolt):
 
     def close(self):
         self.f.close()
+
+
+class LineSinkBolt(Bolt):
+    outputs = []
+
+    def initialize(self, config, context):
+        os.makedirs(config["test.out"], exist_ok=True)
+        path = os.path.join(config["test.out"], f"sink-{context.task_id}.txt")
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+
+    def process(self, tup):
+        os.write(self.fd, b"%d\n" % tup.values[0])
