@@ -1,0 +1,149 @@
+"""ZeroMQ CURVE for stream managers on different hosts.
+
+Stream managers exchange tuples over ``tcp://``; across hosts that traffic must
+be encrypted and must come only from the topology's own stream managers. CURVE
+gives both: every stream manager has a keypair, binds its peer socket as a CURVE
+server, and connects to its peers as a CURVE client knowing their public keys.
+
+Encryption alone does not keep strangers out: a server's public key is not a
+secret, and without a ZAP handler libzmq admits *any* client that completes the
+handshake. :class:`KeyAuthenticator` is that handler: it admits exactly the
+public keys it is given (the topology's stream managers) and refuses the rest.
+It wraps pyzmq's ``ThreadAuthenticator`` rather than a hand-written ZAP loop: that
+one already speaks the ZAP protocol correctly (request framing, status codes,
+user ids), answers in its own thread so handshakes never wait on the stream
+manager's loop, and its curve-callback hook lets the allowed set be a plain
+in-memory set that :meth:`KeyAuthenticator.allow` swaps atomically on a rebalance.
+
+Keys are z85 text (40 characters), so they travel in JSON plans as they are.
+Set the options before ``bind``/``connect``, and start the authenticator (on the
+server socket's context) before ``bind``.
+"""
+from __future__ import annotations
+
+import logging
+
+import zmq
+from zmq.auth.thread import ThreadAuthenticator
+
+from .errors import BitternError
+
+log = logging.getLogger("bittern.curve")
+
+
+class CurveError(BitternError):
+    """CURVE is unavailable or a key is malformed."""
+
+
+def available():
+    """Whether this libzmq was built with CURVE (libsodium or tweetnacl)."""
+    return bool(zmq.has("curve"))
+
+
+def _require():
+    if not available():
+        raise CurveError(f"libzmq {zmq.zmq_version()} was built without CURVE; stream managers on "
+                         "different hosts need it (install a pyzmq wheel, which bundles it)")
+
+
+def _key(key, what):
+    """A z85 key as bytes (also accepts a raw 32-byte key)."""
+    if isinstance(key, str):
+        try:
+            key = key.encode("ascii")
+        except UnicodeEncodeError:
+            raise CurveError(f"{what} is not valid z85: {key!r:.60}") from None
+    if isinstance(key, (bytes, bytearray)) and len(key) == 32:
+        return zmq.utils.z85.encode(bytes(key))
+    if not isinstance(key, (bytes, bytearray)) or len(key) != 40:
+        raise CurveError(f"{what} must be a 40-character z85 CURVE key, got {key!r:.60}")
+    try:
+        zmq.utils.z85.decode(bytes(key))
+    except (ValueError, KeyError):
+        raise CurveError(f"{what} is not valid z85: {key!r}") from None
+    return bytes(key)
+
+
+def generate():
+    """A new ``(public, secret)`` keypair as z85 strings."""
+    _require()
+    public, secret = zmq.curve_keypair()
+    return public.decode("ascii"), secret.decode("ascii")
+
+
+def public_of(secret):
+    """The public key that belongs to ``secret`` (z85 string)."""
+    _require()
+    return zmq.curve_public(_key(secret, "secret key")).decode("ascii")
+
+
+def server_options(sock, secret, public=None):
+    """Make ``sock`` a CURVE server with its own keypair (``public`` is derived when None)."""
+    _require()
+    secret = _key(secret, "server secret key")
+    sock.curve_secretkey = secret
+    sock.curve_publickey = _key(public, "server public key") if public else zmq.curve_public(secret)
+    sock.curve_server = True
+
+
+def client_options(sock, server_public, own_public, own_secret):
+    """Make ``sock`` a CURVE client of the server whose public key is ``server_public``."""
+    _require()
+    sock.curve_serverkey = _key(server_public, "server public key")
+    sock.curve_publickey = _key(own_public, "client public key")
+    sock.curve_secretkey = _key(own_secret, "client secret key")
+
+
+class KeyAuthenticator:
+    """ZAP handler for one context that admits only the given client public keys.
+
+    Use as a context manager, or ``start()``/``stop()``. One per context (libzmq
+    allows one ZAP handler per context); it covers every CURVE server socket of
+    that context. ``denied`` counts refused handshakes.
+    """
+
+    def __init__(self, context, allowed=()):
+        _require()
+        self._allowed = frozenset()
+        self.allow(allowed)
+        self.denied = 0
+        self._auth = ThreadAuthenticator(context, log=log)
+        self._auth.configure_curve_callback("*", credentials_provider=self)
+
+    def allow(self, keys):
+        """Replace the admitted client public keys (takes effect for new handshakes)."""
+        self._allowed = frozenset(_key(k, "allowed client key") for k in keys)
+
+    @property
+    def allowed(self):
+        return {k.decode("ascii") for k in self._allowed}
+
+    def callback(self, domain, key):
+        """Called by the ZAP thread with the client's z85 public key."""
+        ok = bytes(key) in self._allowed
+        if not ok:
+            self.denied += 1
+            log.warning("refused a CURVE client with an unknown public key %s", bytes(key).decode("ascii"))
+        return ok
+
+    def start(self):
+        self._auth.start()
+        return self
+
+    def stop(self):
+        if self._auth.is_alive():
+            self._auth.stop()
+        else:  # never started, or its thread died: release the sockets without a handshake
+            for sock in (self._auth.pipe, self._auth.zap_socket):
+                if sock is not None:
+                    sock.close(linger=0)
+            self._auth.pipe = self._auth.zap_socket = None
+
+    def is_alive(self):
+        return self._auth.is_alive()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
