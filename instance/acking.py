@@ -25,9 +25,9 @@ _getrandbits = random.getrandbits
 
 
 def new_edge():
-    """A random non-zero 64-bit edge id."""
-    e = _getrandbits(64)
-    return e or 1
+    """A random non-zero 64-bit edge id: 63 random bits and the low bit set (cheaper
+    than testing for zero, and the hot paths inline the same expression)."""
+    return _getrandbits(64) | 1
 
 
 def new_root(task):
@@ -80,6 +80,27 @@ class RootTracker:
             return None
         e[0] ^= value
         return self._settle(root, e)
+
+    def ack_many(self, flat, now, out):
+        """Fold a batch of acks (``[root, xor, root, xor, ...]``) in; the outcomes of the
+        trees that completed are appended to ``out``. (``ack`` in a loop, inlined: this
+        runs once per tree per acking bolt.)"""
+        entries = self.entries
+        done = 0
+        for i in range(0, len(flat), 2):
+            root = flat[i]
+            e = entries.get(root)
+            if e is None:
+                entries[root] = [flat[i + 1], None, None, now, False]
+                continue
+            x = e[0] ^ flat[i + 1]
+            if x == 0 and e[4]:
+                del entries[root]
+                done += 1
+                out.append((ACKED, e[1], e[2], e[3]))
+            else:
+                e[0] = x
+        self.inflight -= done
 
     def fail(self, root):
         """A bolt failed a tuple of this tree: the spout's ``fail`` is due, once."""
@@ -139,6 +160,17 @@ class AckBuffer:
             self.acks[task] = d = {}
         d[root] = d.get(root, 0) ^ value
         self.count += 1
+
+    def fold(self, values, n):
+        """Fold ``{root: xor}`` (the acks of ``n`` tuples, already folded per root) in."""
+        acks = self.acks
+        for root, value in values.items():
+            task = root >> ROOT_TASK_SHIFT
+            d = acks.get(task)
+            if d is None:
+                acks[task] = d = {}
+            d[root] = d.get(root, 0) ^ value
+        self.count += n
 
     def fail(self, root):
         task = root >> ROOT_TASK_SHIFT

@@ -28,9 +28,9 @@ class BoltInstance(Instance):
         self.crash_on_error = bool(self.conf["bittern.bolt.crash.on.exception"])
         self.execute_latency = LatencyStat()
         self.process_latency = LatencyStat()
-        self._cur = None  # the tuple being processed
-        self._cur_acc = 0  # XOR of the edges emitted anchored to it
-        self._cur_done = False  # acked or failed by the bolt itself
+        # The input being processed, until the bolt acks or fails it; the XOR of the
+        # edges emitted anchored to it is kept by the emitter (anchor_acc).
+        self._cur = None
         self._held = {}  # id(tuple) -> [tuple, acc, received]: tuples kept past process()
 
     # -- binding ------------------------------------------------------------------------
@@ -39,30 +39,29 @@ class BoltInstance(Instance):
         self.auto_fail = getattr(obj, "auto_fail", True)
         self.auto_anchor = getattr(obj, "auto_anchor", True)
         if self.acking:
-            self._rooted = self.emitter.emit_rooted
-            obj.emit, obj.ack, obj.fail = self.emit_anchored, self.ack, self.fail
+            self.emitter.general_emit = self.emit_anchored
+            obj.emit, obj.ack, obj.fail = self.emitter.emit_auto, self.ack, self.fail
         else:
             obj.emit, obj.ack, obj.fail = self.emitter.emit, self.ack_untracked, self.fail_untracked
 
     def ack_untracked(self, tup):
-        if tup is self._cur:
-            self._cur_done = True
         self.counters["__ack-count"] += 1
 
     def fail_untracked(self, tup):
-        if tup is self._cur:
-            self._cur_done = True
         self.counters["__fail-count"] += 1
 
     def emit_anchored(self, values, stream=DEFAULT_STREAM, anchors=None, direct_task=None,
                       need_task_ids=False):
+        """Every reliable emit the emitter's fast path (``Emitter.emit_auto``) leaves:
+        explicit anchors, several trees, other streams, direct or need_task_ids."""
+        em = self.emitter
         if anchors is None:
             cur = self._cur
             if cur is not None and self.auto_anchor:
                 mid = cur.id
-                if mid is not None and len(mid) == 2:  # the common case: one anchor, one tree
-                    tasks, xor = self._rooted(values, stream, mid[0], direct_task, need_task_ids)
-                    self._cur_acc ^= xor
+                if mid is not None and len(mid) == 2:  # one tree: the emitter's rooted path
+                    tasks, xor = em.emit_rooted(values, stream, mid[0], direct_task, need_task_ids)
+                    em.anchor_acc ^= xor
                     return tasks if need_task_ids else None
             anchors = (cur,) if self.auto_anchor and cur is not None else ()
         elif isinstance(anchors, Tuple):
@@ -74,7 +73,7 @@ class BoltInstance(Instance):
         tasks, xors = self.emitter.emit_tracked(values, stream, roots, direct_task, need_task_ids)
         for a, xor in zip(tracked, xors):
             if a is self._cur:
-                self._cur_acc ^= xor
+                self.emitter.anchor_acc ^= xor
             else:
                 h = self._held.get(id(a))
                 if h is None:
@@ -83,9 +82,13 @@ class BoltInstance(Instance):
         return tasks if need_task_ids else None
 
     def _take_acc(self, tup):
+        """The XOR of the edges emitted anchored to ``tup``, and when it was received if
+        it was held past ``process``. Acking or failing the current input ends its
+        anchoring: later emits of that ``process`` call are not anchored to it."""
         if tup is self._cur:
-            self._cur_done = True
-            return self._cur_acc, None
+            em = self.emitter
+            acc, em.anchor_root, em.anchor_acc, self._cur = em.anchor_acc, None, 0, None
+            return acc, None
         h = self._held.pop(id(tup), None)
         return (h[1], h[2]) if h is not None else (0, None)
 
@@ -121,28 +124,7 @@ class BoltInstance(Instance):
                 except Exception as e:  # noqa: BLE001 - user code: log, count, keep serving
                     self._process_error(tup, e)
         else:
-            if mids is None:
-                mids = [None] * len(vals)
-            auto_ack = self.auto_ack
-            fold = self.ackbuf.ack
-            acked = 0
-            for v, m in zip(vals, mids):
-                tup = _new_tuple(Tuple, (m, comp, stream, src, v))
-                self._cur, self._cur_acc, self._cur_done = tup, 0, False
-                try:
-                    process(tup)
-                except Exception as e:  # noqa: BLE001 - user code
-                    self._process_error(tup, e)
-                if not self._cur_done:
-                    if not auto_ack:
-                        self._held[id(tup)] = [tup, self._cur_acc, t0]
-                    elif m is not None and len(m) == 2:  # the common case, inlined
-                        fold(m[0], m[1] ^ self._cur_acc)
-                        acked += 1
-                    else:
-                        self.ack(tup)
-            self._cur = None
-            self.counters["__ack-count"] += acked
+            self._process_tracked(vals, mids, comp, stream, src, process, t0)
         n = len(vals)
         dt = (time.monotonic() - t0) / n
         self.execute_latency.add(dt, n)
@@ -150,10 +132,52 @@ class BoltInstance(Instance):
         if self.ackbuf.count >= ACK_FLUSH_ENTRIES:
             self.send_acks(self.ackbuf)
 
+    def _process_tracked(self, vals, mids, comp, stream, src, process, t0):
+        """The reliable loop. The common case, an auto-acked input of one tree, is folded
+        here into a batch-local ``{root: xor}`` (one entry per tree per batch). The
+        emitter's ``anchor_acc`` is 0 whenever an input starts: whoever takes it resets it.
+        A bolt without output streams (a sink) never touches the anchoring state."""
+        if mids is None:
+            mids = [None] * len(vals)
+        em = self.emitter
+        auto_ack = self.auto_ack
+        anchors = self.auto_anchor and bool(em.routers)
+        folded = {}
+        fget = folded.get
+        acked = 0
+        for v, m in zip(vals, mids):
+            tup = _new_tuple(Tuple, (m, comp, stream, src, v))
+            self._cur = tup
+            single = m is not None and len(m) == 2
+            if anchors:
+                em.anchor_root = m[0] if single else None
+            try:
+                process(tup)
+            except Exception as e:  # noqa: BLE001 - user code
+                self._process_error(tup, e)
+            if self._cur is tup:  # neither acked nor failed by the bolt
+                if single and auto_ack:
+                    acc = em.anchor_acc
+                    if acc:
+                        em.anchor_acc = 0
+                    r = m[0]
+                    folded[r] = fget(r, 0) ^ m[1] ^ acc
+                    acked += 1
+                elif auto_ack:
+                    self.ack(tup)
+                else:
+                    self._held[id(tup)] = [tup, em.anchor_acc, t0]
+                    em.anchor_acc = 0
+        self._cur = None
+        em.anchor_root = None
+        if folded:
+            self.ackbuf.fold(folded, acked)
+            self.counters["__ack-count"] += acked
+
     def _process_error(self, tup, e):
         fatal = isinstance(e, SchemaError)
         self.report_error("process", e, fatal=fatal)
-        if self.auto_fail and (tup is not self._cur or not self._cur_done):
+        if self.auto_fail and (not self.acking or self._cur is tup):
             (self.fail if self.acking else self.fail_untracked)(tup)
         if self.crash_on_error:
             self.flush()

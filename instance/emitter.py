@@ -14,7 +14,7 @@ from bittern.api.stream import DEFAULT_STREAM
 from bittern.errors import SchemaError
 from bittern.wire import DATA, task_bytes
 
-from .acking import new_edge
+from .acking import _getrandbits, new_edge
 from .grouping import StreamRouter, make_chooser
 
 
@@ -56,6 +56,12 @@ class Emitter:
         self.emit_count = 0
         self.transfer_count = 0
         self._default = routers.get(DEFAULT_STREAM)
+        # A bolt's current input, for auto-anchored emits (see emit_auto): the root of
+        # its one tree (None: no single-tree anchor, take the general path) and the XOR
+        # of the edges emitted under it so far.
+        self.anchor_root = None
+        self.anchor_acc = 0
+        self.general_emit = None  # the bolt's emit for everything but the common case
 
     def _router(self, values, stream):
         router = self._default if stream == DEFAULT_STREAM else self.routers.get(stream)
@@ -106,7 +112,7 @@ class Emitter:
         bufs = self.buffers
         xor = 0
         for t in tasks:
-            e = new_edge()
+            e = _getrandbits(64) | 1  # new_edge(), inlined
             xor ^= e
             key = (t, stream)
             buf = bufs.get(key) or self._new_buffer(key)
@@ -120,6 +126,37 @@ class Emitter:
         self.emit_count += 1
         self.transfer_count += len(tasks)
         return (list(tasks) if need_task_ids else tasks), xor
+
+    def emit_auto(self, values, stream=DEFAULT_STREAM, anchors=None, direct_task=None,
+                  need_task_ids=False):
+        """A reliable bolt's ``emit``. The common case (auto-anchored to the current input,
+        which belongs to one tree, default stream, one grouping) is done here in one call,
+        because it runs once per emitted tuple; everything else goes to ``general_emit``.
+        Edge ids have their low bit set: never zero, and as random as 63 bits can be."""
+        root = self.anchor_root
+        router = self._default
+        if (root is None or anchors is not None or stream != DEFAULT_STREAM or direct_task is not None
+                or router is None or router.only is None or len(values) != router.arity):
+            return self.general_emit(values, stream, anchors, direct_task, need_task_ids)
+        tasks = router.only(values)
+        bufs = self.buffers
+        xor = 0
+        for t in tasks:
+            e = _getrandbits(64) | 1
+            xor ^= e
+            key = (t, stream)
+            buf = bufs.get(key) or self._new_buffer(key)
+            vals = buf[0]
+            if buf[1] is None:
+                buf[1] = [None] * len(vals)
+            vals.append(values)
+            buf[1].append([root, e])
+            if len(vals) >= self.batch_size:
+                self._flush_one(key, buf)
+        self.anchor_acc ^= xor
+        self.emit_count += 1
+        self.transfer_count += len(tasks)
+        return list(tasks) if need_task_ids else None
 
     def emit_tracked(self, values, stream, anchor_roots, direct_task=None, need_task_ids=False):
         """Emit a tuple anchored to tuples whose roots are ``anchor_roots`` (one list of

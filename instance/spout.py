@@ -83,12 +83,9 @@ class SpoutInstance(Instance):
     # -- acks -----------------------------------------------------------------------------
     def on_ack(self, payload):
         acks, fails = self._loads(payload)
-        now = time.monotonic()
-        ack, fail, out = self.tracker.ack, self.tracker.fail, self.completed
-        for i in range(0, len(acks), 2):
-            done = ack(acks[i], acks[i + 1], now)
-            if done is not None:
-                out.append(done)
+        fail, out = self.tracker.fail, self.completed
+        if acks:
+            self.tracker.ack_many(acks, time.monotonic(), out)
         for root in fails:
             done = fail(root)
             if done is not None:
@@ -101,19 +98,24 @@ class SpoutInstance(Instance):
             return
         done = self.completed[:]
         self.completed.clear()  # the emit closure holds this very list
-        obj, now, lat = self.obj, time.monotonic(), self.complete_latency
+        obj_ack, obj_fail, now = self.obj.ack, self.obj.fail, time.monotonic()
+        latencies = []
+        acked = 0
         for outcome, tup_id, stream, started in done:
             try:
                 if outcome == ACKED:
-                    self.counters["__ack-count"] += 1
+                    acked += 1
                     if started is not None:
-                        lat.add(now - started)
-                    obj.ack(tup_id)
+                        latencies.append(now - started)
+                    obj_ack(tup_id)
                 else:
                     self.counters["__fail-count"] += 1
-                    obj.fail(tup_id)
+                    obj_fail(tup_id)
             except Exception as e:  # noqa: BLE001 - user code
                 self.report_error(outcome == ACKED and "ack" or "fail", e)
+        self.counters["__ack-count"] += acked
+        if latencies:
+            self.complete_latency.add_many(latencies)
 
     def check_timeouts(self, now):
         expired = self.tracker.expire(now - self.timeout)

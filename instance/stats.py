@@ -27,6 +27,22 @@ class LatencyStat:
             self._ring[self._i] = secs
             self._i = (self._i + 1) % RING
 
+    def add_many(self, samples):
+        """One event per sample (seconds each)."""
+        self.count += len(samples)
+        self.total += sum(samples)
+        top = max(samples)
+        if top > self.max:
+            self.max = top
+        ring = self._ring
+        room = RING - len(ring)
+        if room > 0:
+            ring.extend(samples[:room])
+            samples = samples[room:]
+        for s in samples[-RING:]:
+            ring[self._i] = s
+            self._i = (self._i + 1) % RING
+
     def percentile(self, q):
         if not self._ring:
             return 0.0

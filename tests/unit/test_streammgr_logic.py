@@ -132,3 +132,11 @@ def test_metrics_missing_by_sequence():
     assert m.missing(100) == {1, 2}
     m.update(1, {}, seq=None)
     assert m.missing(2) == {1}
+
+
+def test_instances_return_credit_well_inside_the_stream_managers_window():
+    # Instances return credit only every CREDIT_EVERY batches, never "the rest before
+    # idling": that is live only while the window leaves room for the uncredited rest.
+    from instance.runtime import CREDIT_EVERY
+    from streammgr.stmgr import WINDOW
+    assert 0 < CREDIT_EVERY <= WINDOW // 2
