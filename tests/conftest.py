@@ -11,6 +11,8 @@ import time
 import psutil
 import pytest
 
+from zkfixture import zk_server  # noqa: F401  (a real ZooKeeper for any test that asks)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOPOLOGIES = os.path.join(ROOT, "tests", "topologies")
 EXAMPLES = os.path.join(ROOT, "topologies")

@@ -37,6 +37,16 @@ class StateManager(ABC):
     def children(self, path):
         """Names directly below ``path`` (documents and sub-trees), sorted."""
 
+    def put_bytes(self, path, data):
+        """Store binary ``data`` (any size) at ``path`` atomically; it lives beside
+        the document at ``path`` (not a JSON document, not one of its children) and
+        ``delete(path)`` removes it."""
+        raise NotImplementedError
+
+    def get_bytes(self, path):
+        """The bytes stored by ``put_bytes`` at ``path``, or None."""
+        raise NotImplementedError
+
     def close(self):
         """Release connections (nothing to do for a directory)."""
 

@@ -71,6 +71,36 @@ class LocalStateManager(StateManager):
         except FileExistsError:
             return False
 
+    def _blob(self, path):
+        """``put_bytes`` data lives in the path's directory under a dot-name, so
+        ``children`` lists the path once (as the ZooKeeper backend does) and
+        ``delete`` removes the blob with the document."""
+        self._file(path)  # validates the path
+        return os.path.join(self._dir(path), ".blob")
+
+    def put_bytes(self, path, data):
+        target = self._blob(path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+    def get_bytes(self, path):
+        try:
+            with open(self._blob(path), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
     def delete(self, path):
         try:
             os.unlink(self._file(path))
