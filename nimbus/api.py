@@ -1,0 +1,173 @@
+"""Nimbus's HTTP API: the read-only API of ``bittern serve`` plus the write operations.
+
+Every request but ``/healthz`` needs the token. Reads go to :class:`bittern.httpapi.Api`
+over a :class:`~nimbus.source.ClusterSource`, on any nimbus; writes go to the leader
+(a standby answers 307 with the leader's URL). Logs are fetched from the supervisor
+that has them. Bodies are JSON, capped in size; nothing in them is unpickled.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from bittern import __version__, archive, auth
+from bittern.httpapi import JSON_TYPE, Api, dump_json
+
+from .daemon import ApiError
+
+log = logging.getLogger("bittern.nimbus.api")
+
+# base64 of the largest archive, plus the definition and config
+MAX_BODY = archive.MAX_BYTES * 4 // 3 + (4 << 20)
+LOG_FETCH_SECS = 10.0
+
+
+class NimbusApi:
+    def __init__(self, nimbus):
+        self.nimbus = nimbus
+        self.reads = Api(nimbus.source, lock=threading.RLock())
+
+    def handle(self, method, target, headers, body):
+        """``(status, content type, bytes, extra headers)``; never raises."""
+        parts = urlsplit(target)
+        segs = [unquote(s) for s in parts.path.split("/") if s]
+        try:
+            if segs == ["healthz"]:
+                return self._plain(*self.reads.handle("GET", target))
+            if not auth.check(headers.get("Authorization"), self.nimbus.token):
+                raise ApiError(401, "missing or wrong API token (Authorization: Bearer ...)")
+            out = self._route(method, segs, parse_qs(parts.query), body)
+            if out is None:
+                if method not in ("GET", "HEAD"):
+                    raise ApiError(405, f"method {method} not allowed on {parts.path}")
+                return self._plain(*self.reads.handle("GET", target, headers.get("Accept")))
+            status, doc = out
+            if isinstance(doc, str):
+                return status, "text/plain; charset=utf-8", doc.encode(), {}
+            return status, JSON_TYPE, dump_json(doc), {}
+        except ApiError as e:
+            extra = {"WWW-Authenticate": "Bearer"} if e.status == 401 else {}
+            if e.status == 307 and e.extra.get("leader"):
+                extra["Location"] = e.extra["leader"].rstrip("/") + parts.path
+            return e.status, JSON_TYPE, dump_json({"error": str(e), **e.extra}), extra
+        except Exception as e:  # noqa: BLE001 - answer 500; the traceback is logged
+            log.exception("internal error answering %s %s", method, target)
+            return 500, JSON_TYPE, dump_json({"error": f"internal error: {type(e).__name__}: {e}"}), {}
+
+    @staticmethod
+    def _plain(status, ctype, body):
+        return status, ctype, body, {}
+
+    def _route(self, method, segs, query, body):
+        """The nimbus-only endpoints; None for the read API's."""
+        n = self.nimbus
+        if segs == ["api", "v1", "cluster"] and method == "GET":
+            return 200, n.cluster()
+        if segs == ["api", "v1", "topologies"] and method == "POST":
+            return n.submit(self._json(body))
+        if len(segs) == 4 and segs[:3] == ["api", "v1", "topologies"] and method == "DELETE":
+            return 200, n.kill(segs[3])
+        if len(segs) == 5 and segs[:3] == ["api", "v1", "topologies"]:
+            name, verb = segs[3], segs[4]
+            if verb in ("activate", "deactivate") and method == "POST":
+                return 200, n.set_active(name, verb == "activate")
+            if verb == "logs" and method == "GET":
+                return self.logs(name, query)
+        return None
+
+    @staticmethod
+    def _json(body):
+        try:
+            doc = json.loads(body or b"{}")
+        except ValueError as e:
+            raise ApiError(400, f"the request body is not JSON: {e}") from None
+        if not isinstance(doc, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        return doc
+
+    # -- logs, from the supervisors ------------------------------------------------------------
+    def logs(self, name, query):
+        state = self.nimbus.state
+        asg = state.assignment(name)
+        if state.topology(name) is None and asg is None:
+            raise ApiError(404, f"no topology named {name!r}")
+        sups = {w["supervisor"] for w in ((asg or {}).get("containers") or {}).values()}
+        docs = {sid: state.get(f"supervisors/{sid}") for sid in sorted(sups)}
+        wanted = (query.get("file") or [None])[-1]
+        tail = (query.get("tail") or [None])[-1]
+        if wanted is None:
+            files = {}
+            for sid, doc in docs.items():
+                if doc and doc.get("log_url"):
+                    files[sid] = self._fetch(doc["log_url"], f"/logs/{urllib.parse.quote(name)}", json_=True)
+            return 200, {"topology": name, "files": files}
+        for sid, doc in docs.items():
+            if not doc or not doc.get("log_url"):
+                continue
+            path = f"/logs/{urllib.parse.quote(name)}/{urllib.parse.quote(wanted)}"
+            if tail:
+                path += f"?tail={urllib.parse.quote(tail)}"
+            text = self._fetch(doc["log_url"], path, missing_ok=True)
+            if text is not None:
+                return 200, text
+        raise ApiError(404, f"topology {name!r} has no log file {wanted!r} on its supervisors")
+
+    def _fetch(self, base, path, json_=False, missing_ok=False):
+        req = urllib.request.Request(base.rstrip("/") + path,
+                                     headers={"Authorization": auth.bearer(self.nimbus.token)})
+        try:
+            with urllib.request.urlopen(req, timeout=LOG_FETCH_SECS) as r:
+                data = r.read()
+        except urllib.error.HTTPError as e:
+            if e.code == 404 and missing_ok:
+                return None
+            if e.code == 404:
+                return []
+            raise ApiError(502, f"supervisor log server {base} answered {e.code} for {path}") from None
+        except OSError as e:
+            raise ApiError(502, f"supervisor log server {base} does not answer: {e}") from None
+        return json.loads(data) if json_ else data.decode("utf-8", "replace")
+
+
+class Handler(BaseHTTPRequestHandler):
+    server_version = f"bittern-nimbus/{__version__}"
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY:
+            status, ctype, body, extra = 413, JSON_TYPE, dump_json(
+                {"error": f"request body of {length} bytes is over the limit of {MAX_BODY}"}), {}
+            self.close_connection = True
+        else:
+            data = self.rfile.read(length) if length else b""
+            status, ctype, body, extra = self.server.api.handle(self.command, self.path, self.headers, data)
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        for k, v in extra.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = _answer
+
+    def log_message(self, fmt, *args):
+        log.info("%s %s", self.address_string(), fmt % args)
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address, api):
+        self.api = api
+        super().__init__(address, Handler)

@@ -1,0 +1,327 @@
+"""The nimbus daemon: one leader (kazoo election) schedules; every nimbus serves the API.
+
+State lives in ZooKeeper only (docs/CLUSTER.md), so a standby that wins the
+election carries on from whatever the old leader left: it reads the topologies,
+assignments and live supervisors and reconciles them, and running topologies never
+notice (their processes do not talk to nimbus). The leader's loop is
+:meth:`Nimbus.reconcile`, run every second and whenever something changed; every
+write it makes is checked against its lease first, so a nimbus that lost its
+session never acts on it.
+"""
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import threading
+import time
+
+from bittern import archive, auth, config as cfg, curve
+from bittern.api.topology import TopologyDef
+from bittern.cli.common import NAME_RE
+from bittern.client import TMClient
+from bittern.errors import BitternError
+from bittern.packing import PackingPlan, pack
+from bittern.wire import Op
+
+from .scheduler import NoSlots, assignment, kept_placement, place, stranded, used_slots
+from .source import ClusterSource
+
+log = logging.getLogger("bittern.nimbus")
+
+RECONCILE_SECS = 1.0
+
+
+class ApiError(BitternError):
+    """An answer other than 2xx: ``status`` and a one-line message (plus extra fields)."""
+
+    def __init__(self, status, message, **extra):
+        super().__init__(message)
+        self.status = status
+        self.extra = extra
+
+
+class NotLeader(ApiError):
+    def __init__(self, leader):
+        super().__init__(307, f"this nimbus is a standby; the leader is {leader}", leader=leader)
+
+
+def status_error(status):
+    """The start-up error of a status document as ``{"error", "traceback"}``."""
+    err = status.get("error")
+    if isinstance(err, dict):
+        return {"error": err.get("error") or "start-up failed", "traceback": err.get("traceback")}
+    return {"error": err or "start-up failed", "traceback": status.get("traceback")}
+
+
+class Nimbus:
+    def __init__(self, state, url, data_dir):
+        self.state = state
+        self.url = url
+        self.data_dir = data_dir
+        self.nid = url
+        self.source = ClusterSource(state)
+        self.wake = threading.Event()
+        self.stopping = threading.Event()
+        self.lease = None  # set while leading
+        self.election = None
+        self.pending = {}  # topology -> why it is not placed yet
+        self.token = self._token()
+
+    # -- identity -----------------------------------------------------------------------
+    def _token(self):
+        """One token for every nimbus of the cluster: the first one to start puts its
+        token in ZooKeeper, the others adopt it (and write it to their data dir, for
+        clients on that host), so the CLI keeps working across a failover."""
+        local = auth.load_or_create_token(self.data_dir)
+        self.state.create("nimbus/token", {"token": local})
+        token = (self.state.get("nimbus/token") or {}).get("token") or local
+        if token != local:
+            path = os.path.join(self.data_dir, auth.TOKEN_FILE)
+            tmp = path + f".{os.getpid()}.tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(token + "\n")
+            os.replace(tmp, path)
+        return token
+
+    def register(self):
+        self.state.ephemeral(f"nimbus/hosts/{self._node_id()}", {"id": self.nid, "url": self.url,
+                                                               "pid": os.getpid(), "started": time.time()})
+
+    def _node_id(self):
+        return self.url.split("://", 1)[-1].replace("/", "_").replace(":", "_")
+
+    @property
+    def is_leader(self):
+        return self.lease is not None and self.lease.valid
+
+    def leader_url(self):
+        try:
+            return self.election.leader() if self.election else None
+        except Exception:  # noqa: BLE001 - ZooKeeper away: no known leader
+            log.warning("cannot read the election", exc_info=True)
+            return None
+
+    def require_leader(self):
+        if not self.is_leader:
+            raise NotLeader(self.leader_url())
+
+    # -- the election -------------------------------------------------------------------
+    def run_election(self):
+        """Thread: contend for leadership until stopped (again after losing it)."""
+        while not self.stopping.is_set():
+            self.election = self.state.election("nimbus/election", self.url)
+            try:
+                self.election.run(self._lead)
+            except Exception:  # noqa: BLE001 - ZooKeeper trouble: logged, retried
+                log.exception("election failed; retrying")
+            self.stopping.wait(1.0)
+
+    def _lead(self, lease):
+        self.lease = lease
+        log.info("nimbus %s leads", self.url)
+        try:
+            while not self.stopping.is_set() and not lease.lost.is_set():
+                if lease.valid:
+                    try:
+                        self.reconcile()
+                    except Exception:  # noqa: BLE001 - the next round retries; never silent
+                        log.exception("reconcile failed")
+                self.wake.wait(RECONCILE_SECS)
+                self.wake.clear()
+        finally:
+            self.lease = None
+            log.info("nimbus %s no longer leads (%s)", self.url, lease.reason or "stopping")
+
+    def stop(self):
+        self.stopping.set()
+        self.wake.set()
+        if self.election is not None:
+            self.election.cancel()
+
+    # -- scheduling -----------------------------------------------------------------------
+    def supervisors(self):
+        out = {}
+        for sid in self.state.children("supervisors"):
+            doc = self.state.get(f"supervisors/{sid}")
+            if doc:
+                out[sid] = doc
+        return out
+
+    def reconcile(self):
+        sups = self.supervisors()
+        names = set(self.state.topologies())
+        asgs = {n: self.state.assignment(n) for n in self.state.children("assignments")}
+        for n in [n for n in asgs if n not in names]:  # a kill that stopped half-way
+            self._write(lambda: self.state.delete(f"assignments/{n}"))
+            asgs.pop(n)
+        for n in self.state.children("status"):
+            if n not in names:
+                self._write(lambda: self.state.delete(f"status/{n}"))
+        for name in sorted(names):
+            rec = self.state.topology(name)
+            if rec is None:
+                continue
+            asg = asgs.get(name)
+            if rec.get("state") == "FAILED":
+                if asg is not None:
+                    self._write(lambda: self.state.delete(f"assignments/{name}"))
+                    asgs.pop(name, None)
+                continue
+            status = self.state.status(name) or {}
+            if status.get("phase") == "FAILED":
+                self._fail(name, rec, status_error(status))
+                asgs.pop(name, None)
+                continue
+            try:
+                new = self._schedule(name, rec, asg, sups, asgs)
+            except NoSlots as e:
+                if self.pending.get(name) != str(e):
+                    log.warning("topology %s waits for slots: %s", name, e)
+                self.pending[name] = str(e)
+                continue
+            except BitternError as e:  # cannot be packed at all: a user error, fail it
+                self._fail(name, rec, {"error": f"topology {name!r} cannot be scheduled: {e}"})
+                continue
+            self.pending.pop(name, None)
+            if new is not None:
+                asgs[name] = new
+
+    def _schedule(self, name, rec, asg, sups, asgs):
+        """A new assignment for ``name`` if it needs one (first placement, or containers
+        on supervisors that are gone), written; None if nothing changed."""
+        if asg is not None:
+            dead = stranded(asg, sups)
+            if not dead:
+                return None
+            keep = kept_placement(asg, sups)
+            packing = PackingPlan.from_dict(asg["packing"])
+            placement = place(packing.containers, sups, used_slots(asgs, skip=name), keep)
+            keys = {int(c): k for c, k in (asg.get("keys") or {}).items()} or None
+            doc = assignment(packing, placement, sups, asg.get("version", 0) + 1, keys)
+            log.warning("topology %s: containers %s lost their supervisor; moved to %s (version %d)",
+                        name, dead, {c: placement[c]["supervisor"] for c in dead}, doc["version"])
+        else:
+            tdef = TopologyDef.from_dict(rec["definition"])
+            packing = pack(tdef, rec["config"])
+            placement = place(packing.containers, sups, used_slots(asgs))
+            keys = None
+            if rec["config"].get("bittern.cluster.curve", True) and curve.available():
+                keys = {c: dict(zip(("public", "secret"), curve.generate())) for c in packing.containers}
+            doc = assignment(packing, placement, sups, 1, keys)
+            log.info("topology %s placed: %s", name,
+                     {c: f"{w['supervisor']}#{w['slot']}" for c, w in sorted(placement.items())})
+        self._write(lambda: self.state.put(f"assignments/{name}", doc))
+        return doc
+
+    def _fail(self, name, rec, error):
+        log.error("topology %s failed: %s", name, error.get("error"))
+        rec = dict(rec, state="FAILED", error=error)
+        self._write(lambda: self.state.put(f"topologies/{name}", rec))
+        self._write(lambda: self.state.delete(f"assignments/{name}"))
+
+    def _write(self, fn):
+        """A state change made by the leader: refused once the lease is gone."""
+        if self.lease is None or not self.lease.valid:
+            raise NotLeader(self.leader_url())
+        return fn()
+
+    # -- the API's write operations ---------------------------------------------------------
+    def submit(self, body, wait=None):
+        self.require_leader()
+        name = body.get("name")
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            raise ApiError(400, f"bad topology name {name!r}")
+        try:
+            tdef = TopologyDef.from_dict(body["definition"])
+        except Exception as e:  # noqa: BLE001 - untrusted input: a 400 naming the cause
+            raise ApiError(400, f"topology {name!r}: malformed definition ({type(e).__name__}: {e})") from None
+        if tdef.name != name:
+            tdef.name = name
+        try:
+            conf, _warnings = cfg.check(body.get("config") or {}, where=f"topology {name!r} config")
+        except BitternError as e:
+            raise ApiError(400, str(e)) from None
+        conf = cfg.merge(conf)
+        try:
+            data = base64.b64decode(body.get("archive") or "", validate=True)
+        except ValueError:
+            raise ApiError(400, f"topology {name!r}: the archive is not valid base64") from None
+        digest = body.get("digest")
+        if not data or archive.digest_of(data) != digest:
+            raise ApiError(400, f"topology {name!r}: the archive does not match its digest {digest!r}")
+        existing = self.state.topology(name)
+        if existing is not None:
+            raise ApiError(409, f"a topology named {name!r} already exists "
+                                f"({self.source.phase(name, existing)}); kill it first or choose another name")
+        if self.state.get_bytes(f"code/{digest}") is None:
+            self._write(lambda: self.state.put_bytes(f"code/{digest}", data))
+        tdef_doc = tdef.to_dict()
+        doc = {"definition": tdef_doc, "config": conf, "state": "PAUSED" if body.get("deactivated") else "RUNNING",
+               "submitted_at": time.time(),
+               "code": {"digest": digest, "entry": body.get("entry"), "size": len(data)}}
+        if not self._write(lambda: self.state.create(f"topologies/{name}", doc)):
+            raise ApiError(409, f"a topology named {name!r} is already being submitted")
+        log.info("topology %s submitted (%d bytes of code, digest %s)", name, len(data), digest[:12])
+        self.wake.set()
+        return self.wait_started(name, conf["bittern.startup.timeout.secs"] if wait is None else wait)
+
+    def wait_started(self, name, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.stopping.is_set():
+            rec = self.state.topology(name)
+            if rec is None:
+                raise ApiError(410, f"topology {name!r} was killed while starting")
+            if rec.get("state") == "FAILED":
+                err = rec.get("error") or {}
+                raise ApiError(422, err.get("error") or "start-up failed", traceback=err.get("traceback"))
+            phase = self.source.phase(name, rec)
+            if phase in ("RUNNING", "PAUSED"):
+                return 201, {"name": name, "state": phase}
+            if name in self.pending:  # no slots for it now: accepted, placed when there are
+                return 202, {"name": name, "state": "PENDING", "reason": self.pending[name]}
+            time.sleep(0.1)
+        return 202, {"name": name, "state": self.source.phase(name) or "PENDING",
+                     "reason": self.pending.get(name) or f"not running after {timeout:.0f}s"}
+
+    def kill(self, name):
+        self.require_leader()
+        rec = self.state.topology(name)
+        if rec is None and self.state.assignment(name) is None:
+            raise ApiError(404, f"no topology named {name!r}")
+        digest = ((rec or {}).get("code") or {}).get("digest")
+        for path in (f"topologies/{name}", f"assignments/{name}", f"status/{name}"):
+            self._write(lambda: self.state.delete(path))
+        if digest and not any(((self.state.topology(n) or {}).get("code") or {}).get("digest") == digest
+                              for n in self.state.topologies()):
+            self._write(lambda: self.state.delete(f"code/{digest}"))
+        self.pending.pop(name, None)
+        log.info("topology %s killed", name)
+        return {"name": name, "killed": True}
+
+    def set_active(self, name, active):
+        self.require_leader()
+        rec = self.state.topology(name)
+        if rec is None:
+            raise ApiError(404, f"no topology named {name!r}")
+        if rec.get("state") == "FAILED":
+            raise ApiError(409, f"topology {name!r} has FAILED; kill it and submit it again")
+        want = "RUNNING" if active else "PAUSED"
+        self._write(lambda: self.state.put(f"topologies/{name}", dict(rec, state=want)))
+        status = self.state.status(name) or {}
+        missing = []
+        if self.source.phase(name) in ("RUNNING", "PAUSED") and status.get("tmaster"):
+            with TMClient(status["tmaster"]) as client:
+                rep = client.request(Op.ACTIVATE if active else Op.DEACTIVATE, timeout=10.0)
+            missing = rep.get("missing") or []
+        return {"name": name, "state": want, "missing": missing}
+
+    def cluster(self):
+        nimbuses = [self.state.get(f"nimbus/hosts/{n}") for n in self.state.children("nimbus/hosts")]
+        leader = self.leader_url()
+        return {"leader": leader, "this": self.url,
+                "nimbuses": [dict(d, leader=d.get("url") == leader) for d in nimbuses if d],
+                "supervisors": sorted(self.supervisors().values(), key=lambda d: d.get("id", "")),
+                "pending": dict(self.pending)}
+

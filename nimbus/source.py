@@ -1,0 +1,90 @@
+"""What nimbus's HTTP API reads: the monitoring source of local mode, over ZooKeeper.
+
+Local mode tells a live topology by its supervisor's pid; in a cluster that pid is
+on another host, so here a topology is live when its assignment's supervisors are
+registered and its topology master has written its status. Metrics and errors
+come from the topology master over its tcp endpoint, as in local mode.
+"""
+from __future__ import annotations
+
+import time
+
+from bittern.client import TMClient
+from bittern.monitor import LocalSource, TopologyGone
+
+
+class ClusterSource(LocalSource):
+    def live_supervisors(self):
+        return set(self.state.children("supervisors"))
+
+    def phase(self, name, rec=None, asg=None, status=None, live=None):
+        rec = rec if rec is not None else self.state.topology(name)
+        if rec is None:
+            return None
+        if rec.get("state") == "FAILED":
+            return "FAILED"
+        asg = asg if asg is not None else self.state.assignment(name)
+        status = status if status is not None else (self.state.status(name) or {})
+        if asg is None:
+            return "PENDING" if status.get("phase") != "FAILED" else "FAILED"
+        live = live if live is not None else self.live_supervisors()
+        if any(w["supervisor"] not in live for w in (asg.get("containers") or {}).values()):
+            return "RESCHEDULING"
+        if status.get("tmaster") != asg.get("tmaster"):
+            return "STARTING"  # the status of an earlier placement
+        phase = status.get("phase", "STARTING")
+        if phase == "RUNNING" and not status.get("active", True):
+            phase = "PAUSED"
+        return phase
+
+    def topologies(self):
+        rows = []
+        live = self.live_supervisors()
+        for name in self.state.topologies():
+            rec = self.state.topology(name)
+            if rec is None:
+                continue
+            asg = self.state.assignment(name) or None
+            rows.append({"name": name, "state": self.phase(name, rec, asg, None, live),
+                         "containers": len(((asg or {}).get("packing") or {}).get("containers", {})),
+                         "tasks": sum(c["par"] for c in rec["definition"]["components"]),
+                         "uptime_secs": time.time() - rec.get("submitted_at", time.time()),
+                         "reliability": rec["config"].get("topology.reliability.mode"),
+                         "file": (rec.get("code") or {}).get("entry"),
+                         "error": (rec.get("error") or {}).get("error")})
+        return rows
+
+    def _client(self, name):
+        phase = self.phase(name)
+        status = self.state.status(name) or {}
+        if phase not in ("RUNNING", "PAUSED") or not status.get("tmaster"):
+            self.drop(name)
+            raise TopologyGone(f"topology {name!r} is not running" if phase is None
+                               else f"topology {name!r} is {phase}")
+        endpoint = status["tmaster"]
+        cached = self._clients.get(name)
+        if cached and cached[0] == endpoint:
+            return cached[1]
+        self.drop(name)
+        client = TMClient(endpoint)
+        self._clients[name] = (endpoint, client)
+        return client
+
+    def topology(self, name):
+        rec = self.state.topology(name)
+        if rec is None:
+            raise TopologyGone(f"topology {name!r} is not running")
+        asg = self.state.assignment(name) or {}
+        status = self.state.status(name) or {}
+        packing = asg.get("packing") or {}
+        containers = {}
+        for c, tasks in (packing.get("containers") or {}).items():
+            where = (asg.get("containers") or {}).get(c) or {}
+            containers[c] = {"host": where.get("host"), "supervisor": where.get("supervisor"),
+                             "slot": where.get("slot"), "stmgr": (asg.get("stmgrs") or {}).get(c),
+                             "tasks": [{"task": t, "component": packing["tasks"][str(t)][0],
+                                        "index": packing["tasks"][str(t)][1]} for t in tasks]}
+        return {"name": name, "state": self.phase(name, rec, asg or None, status),
+                "submitted_at": rec.get("submitted_at"), "version": asg.get("version"),
+                "logical_plan": rec["definition"], "config": rec["config"], "error": rec.get("error"),
+                "physical_plan": {"tmaster": asg.get("tmaster"), "containers": containers}}

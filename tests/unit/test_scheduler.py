@@ -1,0 +1,67 @@
+"""Nimbus's placement of containers on supervisors' slots (nimbus/scheduler.py)."""
+from __future__ import annotations
+
+import pytest
+
+from bittern.packing import round_robin
+from nimbus.scheduler import (NoSlots, assignment, endpoints, free_slots, kept_placement, place,
+                              slot_ports, stranded, used_slots)
+
+SUPS = {"a": {"host": "10.0.0.1", "slots": 2, "base_port": 6700},
+        "b": {"host": "10.0.0.2", "slots": 3, "base_port": 7700}}
+
+
+def test_slot_ports_do_not_overlap():
+    ports = [p for s in range(4) for p in slot_ports(6700, s)]
+    assert ports == list(range(6700, 6708))
+
+
+def test_place_spreads_over_supervisors_and_uses_each_slot_once():
+    pl = place([0, 1, 2, 3], SUPS, set())
+    assert sorted(pl) == [0, 1, 2, 3]
+    assert len({(w["supervisor"], w["slot"]) for w in pl.values()}) == 4
+    assert {w["supervisor"] for w in pl.values()} == {"a", "b"}
+    assert all(w["host"] == SUPS[w["supervisor"]]["host"] for w in pl.values())
+
+
+def test_place_respects_slots_used_by_other_topologies():
+    used = {("a", 0), ("a", 1), ("b", 0)}
+    pl = place([0, 1], SUPS, used)
+    assert {(w["supervisor"], w["slot"]) for w in pl.values()} == {("b", 1), ("b", 2)}
+
+
+def test_too_few_slots_is_refused_with_the_numbers():
+    with pytest.raises(NoSlots, match=r"3 container\(s\) need a slot and 2 are free"):
+        place([0, 1, 2], SUPS, {("b", 0), ("b", 1), ("b", 2)})
+    with pytest.raises(NoSlots, match="live supervisors: none"):
+        place([0], {}, set())
+
+
+def test_replacing_the_containers_of_a_dead_supervisor_keeps_the_others():
+    packing = round_robin({"x": 4}, 4)
+    pl = place(packing.containers, SUPS, set())
+    asg = assignment(packing, pl, SUPS, 1)
+    live = {"b": SUPS["b"], "c": {"host": "10.0.0.3", "slots": 4, "base_port": 6700}}
+    dead = stranded(asg, live)
+    assert dead == sorted(c for c, w in pl.items() if w["supervisor"] == "a") and dead
+    keep = kept_placement(asg, live)
+    new = place(packing.containers, live, used_slots({"t": asg}, skip="t"), keep)
+    for c, w in keep.items():
+        assert new[c] == w, "containers on live supervisors stay where they are"
+    assert all(new[c]["supervisor"] in live for c in new)
+    assert len({(w["supervisor"], w["slot"]) for w in new.values()}) == 4
+
+
+def test_assignment_endpoints_follow_from_host_and_slot():
+    packing = round_robin({"x": 2}, 2)
+    pl = {0: {"supervisor": "b", "host": "10.0.0.2", "slot": 2},
+          1: {"supervisor": "a", "host": "10.0.0.1", "slot": 0}}
+    tm, st = endpoints(pl, SUPS)
+    assert tm == "tcp://10.0.0.2:7705"
+    assert st == {0: {"tcp": "tcp://10.0.0.2:7704"}, 1: {"tcp": "tcp://10.0.0.1:6700"}}
+    asg = assignment(packing, pl, SUPS, 3, keys={0: {"public": "p0"}, 1: {"public": "p1"}})
+    assert asg["version"] == 3 and asg["tmaster"] == tm
+    assert asg["containers"]["1"] == {"supervisor": "a", "host": "10.0.0.1", "slot": 0, "base_port": 6700}
+    assert asg["keys"]["0"] == {"public": "p0"}
+    assert used_slots({"t": asg}) == {("b", 2), ("a", 0)}
+    assert free_slots(SUPS, used_slots({"t": asg})) == {"a": [1], "b": [0, 1]}
