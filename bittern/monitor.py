@@ -1,11 +1,12 @@
 """Where monitoring clients (``bittern metrics/errors/top``, the HTTP API) get their
-data: one small interface, so the same views work on a local state directory now
-and on a cluster later."""
+data: one small interface, so the same views work on a local state directory
+(:class:`LocalSource`) and on a cluster (:class:`RemoteSource`, through nimbus)."""
 from __future__ import annotations
 
 import time
 
 from .client import TMClient
+from .cluster_client import NoSuchTopology, topology_path
 from .errors import BitternError
 from .proc import pid_alive
 from .wire import Op
@@ -113,3 +114,67 @@ class LocalSource:
     def close(self):
         for name in list(self._clients):
             self.drop(name)
+
+
+class RemoteSource:
+    """The :class:`LocalSource` interface over nimbus's read API (``/api/v1/...``,
+    bittern/httpapi.py), through a :class:`~bittern.cluster_client.ClusterClient`.
+    It returns what LocalSource returns: the API sorts JSON keys, so the order of
+    components (by first task), tasks and stream managers is put back. A topology
+    nimbus does not know raises :class:`TopologyGone`; one that exists but does not
+    answer (503) raises a plain :class:`BitternError`."""
+
+    MAX_ERRORS = 100  # the API's limit (the topology master keeps the last 100)
+
+    def __init__(self, client):
+        self.client = client
+
+    def _get(self, name, *rest, query=None):
+        try:
+            return self.client.get(topology_path(name, *rest), query=query, topology=name)
+        except NoSuchTopology as e:
+            raise TopologyGone(f"topology {name!r} is not running ({e})") from None
+
+    def topologies(self):
+        return self.client.get("/api/v1/topologies")["topologies"]
+
+    def topology(self, name):
+        return self._get(name)
+
+    def metrics(self, name, window="1m"):
+        return local_order(self._get(name, "metrics", query={"window": window}))
+
+    def errors(self, name, component=None, limit=20):
+        limit = min(max(int(limit or 20), 1), self.MAX_ERRORS)
+        doc = self._get(name, "errors", query={"component": component, "limit": limit})
+        errs = [e for lst in (doc.get("components") or {}).values() for e in lst]
+        errs.sort(key=lambda e: e.get("time") or 0, reverse=True)  # newest first, as the master does
+        return errs[:limit]
+
+    def drop(self, name):
+        pass  # no connection per topology to drop
+
+    def close(self):
+        pass
+
+
+def _by_number(d):
+    return dict(sorted(d.items(), key=lambda kv: (0, int(kv[0])) if str(kv[0]).isdigit() else (1, kv[0])))
+
+
+def local_order(doc):
+    """A metrics document whose keys came back sorted by name, in the topology
+    master's order: tasks and stream managers by number, components by their first
+    task (what ``bittern metrics`` prints rows in)."""
+    tasks = doc.get("tasks")
+    if isinstance(tasks, dict):
+        doc["tasks"] = tasks = _by_number(tasks)
+    if isinstance(doc.get("stmgrs"), dict):
+        doc["stmgrs"] = _by_number(doc["stmgrs"])
+    comps = doc.get("components")
+    if isinstance(comps, dict) and isinstance(tasks, dict):
+        first = {}
+        for i, view in enumerate(tasks.values()):
+            first.setdefault(view.get("component") if isinstance(view, dict) else None, i)
+        doc["components"] = dict(sorted(comps.items(), key=lambda kv: first.get(kv[0], len(first))))
+    return doc

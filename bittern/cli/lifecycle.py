@@ -6,35 +6,47 @@ import os
 import shutil
 import signal
 
+from ..cluster_client import NoSuchTopology, topology_path
 from ..errors import BitternError
 from ..proc import pid_alive, signal_pids, stop_pids
 from ..wire import Op
-from ..monitor import LocalSource
+from ..monitor import LocalSource, RemoteSource
 from .common import fmt_duration, liveness, supervisor_pid, tm_client
+
+RESTART_LOCAL_ONLY = ("`bittern restart` works in local mode only: nimbus has no restart API (the supervisors "
+                      "restart dead processes themselves; to restart a topology, kill and submit it again)")
 
 
 def add_parsers(sub):
     p = sub.add_parser("list", help="list topologies")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=list_main)
+    p.set_defaults(func=list_main, remote=list_remote)
     for verb, helptext in (("activate", "resume the spouts of a topology"),
                            ("deactivate", "pause the spouts of a topology (in-flight tuples drain)")):
         p = sub.add_parser(verb, help=helptext)
         p.add_argument("name")
-        p.set_defaults(func=activation_main, verb=verb)
+        p.set_defaults(func=activation_main, remote=activation_remote, verb=verb)
     p = sub.add_parser("kill", help="stop every process of a topology and remove its state")
     p.add_argument("name")
     p.add_argument("--timeout", type=float, default=15.0, metavar="S",
                    help="how long to wait for a clean stop before killing")
-    p.set_defaults(func=kill_main)
+    p.set_defaults(func=kill_main, remote=kill_remote)
     p = sub.add_parser("restart", help="restart a topology's processes (the supervisor starts them again)")
     p.add_argument("name")
     p.add_argument("--container", type=int, default=None, metavar="K", help="only container K")
-    p.set_defaults(func=restart_main)
+    p.set_defaults(func=restart_main, local_only=RESTART_LOCAL_ONLY)
 
 
 def list_main(args, state, home):
-    rows = [dict(r, uptime=fmt_duration(r["uptime_secs"])) for r in LocalSource(state).topologies()]
+    return print_list(args, LocalSource(state).topologies())
+
+
+def list_remote(args, client):
+    return print_list(args, RemoteSource(client).topologies())
+
+
+def print_list(args, rows):
+    rows = [dict(r, uptime=fmt_duration(r["uptime_secs"])) for r in rows]
     if args.json:
         print(json.dumps(rows, indent=1))
         return 0
@@ -59,6 +71,12 @@ def activation_main(args, state, home):
     return 0
 
 
+def activation_remote(args, client):
+    client.post(topology_path(args.name, args.verb), topology=args.name)
+    print(f"topology {args.name} {args.verb}d")
+    return 0
+
+
 def kill_main(args, state, home):
     name = args.name
     rec = state.topology(name)
@@ -75,6 +93,17 @@ def kill_main(args, state, home):
     state.remove_topology(name)
     shutil.rmtree(os.path.join(home, "run", name), ignore_errors=True)
     print(f"topology {name} killed" + (f" (force-killed {leftover})" if leftover else ""))
+    return 0
+
+
+def kill_remote(args, client):
+    # nimbus answers once the processes are stopped on every host: wait at least --timeout
+    try:
+        client.delete(topology_path(args.name), topology=args.name, timeout=max(client.timeout, args.timeout + 5))
+    except NoSuchTopology:
+        print(f"topology {args.name} is not running (nothing to kill)")
+        return 0
+    print(f"topology {args.name} killed")
     return 0
 
 

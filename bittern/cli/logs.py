@@ -1,4 +1,7 @@
-"""``bittern logs NAME [COMPONENT [TASK]]``: show a topology's process logs."""
+"""``bittern logs NAME [COMPONENT [TASK]]``: show a topology's process logs.
+
+In cluster mode the files come from nimbus (``GET /api/v1/topologies/NAME/logs``
+lists them, ``?file=F`` returns one, proxied from the supervisor that has it)."""
 from __future__ import annotations
 
 import os
@@ -6,6 +9,7 @@ import re
 import sys
 import time
 
+from ..cluster_client import topology_path
 from ..errors import BitternError
 from ..logs import log_dir
 
@@ -15,9 +19,27 @@ def add_parser(sub):
     p.add_argument("name")
     p.add_argument("component", nargs="?", help="a component, or tmaster / stmgr / supervisor / console")
     p.add_argument("task", nargs="?", type=int)
-    p.add_argument("-n", "--lines", type=int, default=100, help="last N lines of each log (0: all)")
+    p.add_argument("--component", dest="component_opt", metavar="C", help="same as the COMPONENT argument")
+    p.add_argument("--task", dest="task_opt", type=int, metavar="T", help="same as the TASK argument")
+    p.add_argument("-n", "--lines", "--tail", dest="lines", type=int, default=100,
+                   help="last N lines of each log (0: all)")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new lines")
-    p.set_defaults(func=main)
+    p.set_defaults(func=main, remote=remote_main)
+
+
+def wanted(args):
+    """``(component, task)`` from the arguments or the options."""
+    component = args.component_opt or args.component
+    task = args.task_opt if args.task_opt is not None else args.task
+    return component, task
+
+
+def matches(filename, component, task):
+    """Whether the log file ``filename`` (``COMPONENT[-TASK].log``) is one asked for."""
+    stem = os.path.basename(filename)[:-4]
+    m = re.match(r"^(.*)-(\d+)$", stem)
+    comp, num = (m.group(1), int(m.group(2))) if m else (stem, None)
+    return (not component or comp == component) and (task is None or num == task)
 
 
 def select(ldir, component, task):
@@ -25,17 +47,12 @@ def select(ldir, component, task):
         files = sorted(f for f in os.listdir(ldir) if f.endswith(".log"))
     except FileNotFoundError:
         return None
-    out = []
-    for f in files:
-        stem = f[:-4]
-        m = re.match(r"^(.*)-(\d+)$", stem)
-        comp, num = (m.group(1), int(m.group(2))) if m else (stem, None)
-        if component and comp != component:
-            continue
-        if task is not None and num != task:
-            continue
-        out.append(os.path.join(ldir, f))
-    return out
+    return [os.path.join(ldir, f) for f in files if matches(f, component, task)]
+
+
+def no_match(name, component, task, available):
+    what = (component or "task") + (f" task {task}" if task is not None else "")
+    return BitternError(f"topology {name!r} has no log for {what} (logs: {', '.join(sorted(available))})")
 
 
 def tail(path, n):
@@ -45,14 +62,13 @@ def tail(path, n):
 
 
 def main(args, state, home):
+    component, task = wanted(args)
     ldir = log_dir(home, args.name)
-    files = select(ldir, args.component, args.task)
+    files = select(ldir, component, task)
     if files is None:
         raise BitternError(f"no logs for topology {args.name!r} under {ldir}")
     if not files:
-        what = args.component + (f" task {args.task}" if args.task is not None else "")
-        raise BitternError(f"topology {args.name!r} has no log for {what} "
-                           f"(logs: {', '.join(sorted(os.listdir(ldir)))})")
+        raise no_match(args.name, component, task, os.listdir(ldir))
     for path in files:
         if len(files) > 1:
             print(f"==> {os.path.basename(path)} <==")
@@ -69,6 +85,57 @@ def main(args, state, home):
                         pos[p] = f.tell()
                     if data:
                         sys.stdout.write(data)
+                        sys.stdout.flush()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+# -- cluster mode -------------------------------------------------------------------------
+def listed_files(listing):
+    """The file names in nimbus's log listing, ``{"topology": NAME, "containers": {"0":
+    ["tmaster.log", ...]}}``; any nesting of lists and dicts is read, and an entry may
+    be a name or ``{"file": name, ...}``."""
+    if isinstance(listing, str):
+        return [listing]
+    if isinstance(listing, dict):
+        if isinstance(listing.get("file"), str):
+            return [listing["file"]]
+        listing = [v for v in listing.values() if isinstance(v, (list, dict))]
+    if isinstance(listing, list):
+        return sorted({f for item in listing for f in listed_files(item)})
+    return []
+
+
+def remote_main(args, client):
+    component, task = wanted(args)
+    path = topology_path(args.name, "logs")
+    available = listed_files(client.get(path, topology=args.name))
+    if not available:
+        raise BitternError(f"no logs for topology {args.name!r} on the cluster ({client.url})")
+    files = [f for f in available if f.endswith(".log") and matches(f, component, task)]
+    if not files:
+        raise no_match(args.name, component, task, available)
+    seen = {}
+    for f in files:
+        text = client.get(path, query={"file": f}, topology=args.name, text=True)
+        seen[f] = len(text)
+        if len(files) > 1:
+            print(f"==> {f} <==")
+        lines = text.splitlines(keepends=True)
+        sys.stdout.writelines(lines[-args.lines:] if args.lines else lines)
+    sys.stdout.flush()
+    if args.follow:
+        try:
+            while True:
+                time.sleep(1.0)
+                for f in files:
+                    text = client.get(path, query={"file": f}, topology=args.name, text=True)
+                    # shorter than before: the file was started afresh (its process restarted)
+                    new = text[seen[f]:] if len(text) >= seen[f] else text
+                    seen[f] = len(text)
+                    if new:
+                        sys.stdout.write(new)
                         sys.stdout.flush()
         except KeyboardInterrupt:
             pass

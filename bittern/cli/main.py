@@ -6,7 +6,8 @@ import sys
 
 from .. import __version__
 from ..errors import BitternError
-from . import lifecycle, logs, metrics, run, serve, submit, top
+from . import daemons, lifecycle, logs, metrics, run, serve, submit, top
+from .cluster import cluster_urls, dispatch
 from .common import state_manager
 from .launch import print_error
 
@@ -15,6 +16,10 @@ def parser():
     ap = argparse.ArgumentParser(prog="bittern", description="Storm/Heron-style stream processing in Python")
     ap.add_argument("--version", action="version", version=f"bittern {__version__}")
     ap.add_argument("--home", help="state directory (default: $BITTERN_HOME or ~/.bittern)")
+    ap.add_argument("--cluster", metavar="URL[,URL...]",
+                    help="send the verb to nimbus at URL (several: the next is tried when one does not "
+                         "answer) instead of the local state directory (default: $BITTERN_CLUSTER); the "
+                         "token comes from $BITTERN_TOKEN or token_file in cluster.toml")
     sub = ap.add_subparsers(dest="verb", metavar="VERB")
     sub.required = True
     run.add_parser(sub)
@@ -24,13 +29,19 @@ def parser():
     metrics.add_parsers(sub)
     top.add_parser(sub)
     serve.add_parser(sub)
+    daemons.add_parsers(sub)
     return ap
 
 
 def main(argv=None):
     args = parser().parse_args(argv)
-    state = state_manager(args)
     try:
+        if getattr(args, "daemon", None):
+            return daemons.exec_daemon(args)
+        urls = cluster_urls(args)
+        if urls:
+            return dispatch(args, urls)
+        state = state_manager(args)
         return args.func(args, state, state.home) or 0
     except BitternError as e:
         print_error(e)

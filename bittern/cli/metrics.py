@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import time
 
-from ..monitor import LocalSource
+from ..monitor import LocalSource, RemoteSource
 from ..metrics_fmt import human_bytes, rate
 
 
@@ -14,17 +14,24 @@ def add_parsers(sub):
     p.add_argument("--window", default="1m", choices=["interval", "1m", "10m", "all"],
                    help="window for rates and latencies (default 1m)")
     p.add_argument("--json", action="store_true", help="the whole document as JSON")
-    p.set_defaults(func=metrics_main)
+    p.set_defaults(func=metrics_main, remote=metrics_remote)
     p = sub.add_parser("errors", help="show the recent exceptions of a topology's components")
     p.add_argument("name")
     p.add_argument("--component", help="only this component")
     p.add_argument("-n", "--limit", type=int, default=10)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=errors_main)
+    p.set_defaults(func=errors_main, remote=errors_remote)
 
 
 def metrics_main(args, state, home):
-    src = LocalSource(state)
+    return show_metrics(args, LocalSource(state))
+
+
+def metrics_remote(args, client):
+    return show_metrics(args, RemoteSource(client))
+
+
+def show_metrics(args, src):
     try:
         doc = src.metrics(args.name, args.window)
     finally:
@@ -53,7 +60,14 @@ def metrics_main(args, state, home):
 
 
 def errors_main(args, state, home):
-    src = LocalSource(state)
+    return show_errors(args, LocalSource(state))
+
+
+def errors_remote(args, client):
+    return show_errors(args, RemoteSource(client))
+
+
+def show_errors(args, src):
     try:
         errs = src.errors(args.name, args.component, args.limit)
     finally:

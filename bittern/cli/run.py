@@ -27,7 +27,8 @@ def add_parser(sub):
                    help="stop when every spout task called done() and every tuple tree is complete "
                         "(a batch job run as a stream); --duration still bounds it")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.set_defaults(func=main)
+    p.set_defaults(func=main, local_only="`bittern run` runs a topology in the foreground on this machine; "
+                                         "to start it on the cluster use `bittern --cluster URL submit FILE`")
 
 
 def drain(client, timeout):

@@ -20,7 +20,8 @@ def add_parser(sub):
     p.add_argument("--port", type=int, default=8080, help="port (default 8080; 0 picks a free one)")
     p.add_argument("--allow-remote", action="store_true",
                    help="allow a non-loopback --host (the API has no authentication yet)")
-    p.set_defaults(func=main)
+    p.set_defaults(func=main, local_only="`bittern serve` serves the local state directory; in cluster mode "
+                                         "every nimbus serves the same API itself (GET URL/api/v1/topologies)")
 
 
 def main(args, state, home):

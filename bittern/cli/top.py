@@ -15,7 +15,7 @@ import sys
 import time
 
 from ..errors import BitternError
-from ..monitor import LocalSource, TopologyGone
+from ..monitor import LocalSource, RemoteSource, TopologyGone
 from ..tui.keys import KeyReader, NoKeys
 from ..tui.render import component_order, render, render_gone, render_list
 
@@ -37,7 +37,7 @@ def add_parser(sub):
                         "live; the sparkline shows the last minutes")
     p.add_argument("--once", action="store_true",
                    help="print one frame and exit (what happens anyway when stdout is not a terminal)")
-    p.set_defaults(func=main)
+    p.set_defaults(func=main, remote=remote_main)
 
 
 class Top:
@@ -204,14 +204,27 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
 
-def main(args, state, home):
-    from rich.console import Console
-
+def view_timeout(args):
+    """A short timeout: a master that does not answer must not freeze the view for long."""
     if args.interval <= 0:
         raise BitternError("--interval must be positive")
-    # a short timeout: a master that does not answer must not freeze the view for long
-    src = LocalSource(state, timeout=min(3.0, max(1.0, 2 * args.interval)))
-    top = Top(src, args.name, args.window, args.interval, home)
+    return min(3.0, max(1.0, 2 * args.interval))
+
+
+def main(args, state, home):
+    return show(args, LocalSource(state, timeout=view_timeout(args)), home)
+
+
+def remote_main(args, client):
+    client.timeout = view_timeout(args)
+    return show(args, RemoteSource(client), client.url)
+
+
+def show(args, src, where):
+    """Run the view over ``src``; ``where`` (state directory or nimbus URL) titles the list."""
+    from rich.console import Console
+
+    top = Top(src, args.name, args.window, args.interval, where)
     try:
         if args.once or not sys.stdout.isatty():
             top.refresh()
