@@ -102,11 +102,13 @@ class NimbusApi:
         wanted = (query.get("file") or [None])[-1]
         tail = (query.get("tail") or [None])[-1]
         if wanted is None:
-            files = {}
+            containers = {}
             for sid, doc in docs.items():
                 if doc and doc.get("log_url"):
-                    files[sid] = self._fetch(doc["log_url"], f"/logs/{urllib.parse.quote(name)}", json_=True)
-            return 200, {"topology": name, "files": files}
+                    listing = self._fetch(doc["log_url"], f"/logs/{urllib.parse.quote(name)}", json_=True)
+                    for f in _file_names(listing):
+                        containers.setdefault(str(_container_of(f, asg, sid)), []).append(f)
+            return 200, {"topology": name, "containers": {c: sorted(v) for c, v in sorted(containers.items())}}
         for sid, doc in docs.items():
             if not doc or not doc.get("log_url"):
                 continue
@@ -133,6 +135,31 @@ class NimbusApi:
         except OSError as e:
             raise ApiError(502, f"supervisor log server {base} does not answer: {e}") from None
         return json.loads(data) if json_ else data.decode("utf-8", "replace")
+
+
+def _file_names(listing):
+    """File names from a supervisor's listing (a list of names or of ``{"file": ...}``)."""
+    if isinstance(listing, dict):
+        listing = listing.get("files") or []
+    return [x["file"] if isinstance(x, dict) else str(x) for x in listing or []]
+
+
+def _container_of(filename, asg, sid):
+    """The container a log file belongs to, from its name (``tmaster.log``, ``stmgr-C.log``,
+    ``COMPONENT-TASK.log``); other files go to the supervisor's first container."""
+    packing = (asg or {}).get("packing") or {}
+    stem = filename[:-4] if filename.endswith(".log") else filename
+    if stem == "tmaster":
+        return 0
+    head, _, tail = stem.rpartition("-")
+    if tail.isdigit():
+        if head == "stmgr":
+            return int(tail)
+        for c, tasks in (packing.get("containers") or {}).items():
+            if int(tail) in tasks:
+                return int(c)
+    mine = sorted(int(c) for c, w in ((asg or {}).get("containers") or {}).items() if w["supervisor"] == sid)
+    return mine[0] if mine else 0
 
 
 class Handler(BaseHTTPRequestHandler):
