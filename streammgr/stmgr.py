@@ -5,17 +5,37 @@ for peer stream managers, and connects a DEALER to each peer and one to the
 topology master. Data batches are forwarded by destination task without being
 decoded (see :mod:`streammgr.routing`); control messages are relayed between
 instances and the topology master.
+
+The tcp port is the one door other hosts can knock on, so it trusts nothing:
+
+* When the plan carries CURVE keys (cluster mode), the tcp ROUTER is a CURVE
+  server with this container's keypair, a :class:`bittern.curve.KeyAuthenticator`
+  admits only the public keys of the plan's other containers, and every peer
+  DEALER (data and control) is a CURVE client that knows its peer's public key.
+  Without keys (local mode) nothing changes: plain tcp on 127.0.0.1.
+* Every message read from it is checked before it is acted on: a known peer
+  identity (data from ``s<C>``, control from ``c<C>``), the right number of frames,
+  a known kind, a destination task of this container, a control payload that
+  decodes to a backpressure announcement of the sender's own container. Anything
+  else is dropped and counted (``malformed``), and logged at most once a second.
+* Handshakes that fail on the tcp port (a CURVE key not in the plan, a client
+  without CURVE or with the wrong server key) are seen through a socket monitor,
+  counted (``denied``) and logged at most once a second.
+
+Both counters travel with the others (``local``, ``peer``, ``dropped``,
+``from_peers``) in the heartbeat to the topology master.
 """
 from __future__ import annotations
 
 import errno
 import logging
 import os
+import struct
 import time
 
 import zmq
 
-from bittern import wire
+from bittern import curve, wire
 from bittern.proc import ParentWatch, SignalWaker
 from bittern.procstats import ProcStats
 from bittern.wire import CTRL, ROUTED, Op
@@ -31,6 +51,47 @@ SNDHWM = 100  # batches a socket holds per peer before the stream manager queues
 # Batches in flight toward one instance: it returns credit as it reads them. Beyond this,
 # batches wait in the stream manager's queue, where backpressure can see them.
 WINDOW = 32
+LOG_EVERY = 1.0  # seconds between two log lines about dropped or refused traffic on the tcp port
+# handshake failures on the tcp port, as the socket monitor reports them
+DENIED_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                 | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+_PROTOCOL_ERRORS = {getattr(zmq, n): n[len("PROTOCOL_ERROR_"):].lower()
+                    for n in dir(zmq) if n.startswith("PROTOCOL_ERROR_")}
+
+
+class Throttle:
+    """At most one log line per ``every`` seconds; counts the lines it held back."""
+
+    def __init__(self, every=LOG_EVERY):
+        self.every = every
+        self._next = 0.0
+        self.held = 0
+
+    def ready(self, now=None):
+        """True if a line may be logged now (then ``held`` says how many were not)."""
+        now = time.monotonic() if now is None else now
+        if now < self._next:
+            self.held += 1
+            return False
+        self._next = now + self.every
+        return True
+
+    def filter(self, record):  # as a logging filter (the ZAP thread logs each refused key)
+        held = self.held
+        if not self.ready():
+            return False
+        if held:
+            record.msg = f"{record.msg} (and {held} more like it)"
+        self.held = 0
+        return True
+
+
+def plan_keys(plan):
+    """The plan's CURVE keys as ``{container: {"public", "secret"}}``, or None (local mode)."""
+    keys = getattr(plan, "keys", None)
+    if not keys:
+        return None
+    return {int(c): k for c, k in keys.items()}
 
 
 class StreamManager:
@@ -46,7 +107,9 @@ class StreamManager:
         self.queues = OutQueues()
         self.inflight = {}  # local task -> batches sent and not yet credited back
         self.procstats = ProcStats()
-        self.counters = {"local": 0, "peer": 0, "dropped": 0, "from_peers": 0}
+        # malformed: messages dropped at the tcp port; denied: handshakes it refused
+        self.counters = {"local": 0, "peer": 0, "dropped": 0, "from_peers": 0, "malformed": 0, "denied": 0}
+        self._malformed_log, self._denied_log = Throttle(), Throttle()
         conf = plan.config
         self.bp = Backpressure(conf["topology.backpressure.high.watermark.bytes"],
                                conf["topology.backpressure.low.watermark.bytes"],
@@ -54,9 +117,38 @@ class StreamManager:
         self._announced_off = 3
         self.spout_tasks = {t for t in self.table.local_tasks
                             if plan.topology.components[plan.packing.task_component[t]].kind == "spout"}
+        # Who may talk on the tcp port: identity -> (container, is it the control connection).
+        self._peer_ids = {}
+        for c in plan.stmgrs:
+            if c != container:
+                self._peer_ids[wire.stmgr_identity(c)] = (c, False)
+                self._peer_ids[wire.stmgr_ctrl_identity(c)] = (c, True)
+        # What a peer may send data to: dest frame -> (local task, its identity); a lookup
+        # of the 4-byte frame, nothing decoded.
+        self._peer_dest = {wire.task_bytes(t): (t, wire.instance_identity(t)) for t in self.table.local_tasks}
         self._parent = ParentWatch()
-        ctx = self._zctx = zmq.Context()
+        self.keys = plan_keys(plan)
+        self.auth = self.monitor = None
+        self.peers, self.peer_ctrl = {}, {}
+        self.local = self.ctl = self.inbound = self.tm = None
+        self._zctx = zmq.Context()
+        try:
+            self._open_sockets()
+        except BaseException:
+            self._close()
+            raise
+
+    def _open_sockets(self):
+        plan, container, ctx = self.plan, self.container, self._zctx
         me = plan.stmgrs[container]
+        mine = None
+        if self.keys is not None:
+            mine = self.keys.get(container) or {}
+            if not mine.get("secret"):
+                raise curve.CurveError(f"the plan has CURVE keys but no secret key for container {container}")
+            missing = [c for c in self.table.peers if not (self.keys.get(c) or {}).get("public")]
+            if missing:
+                raise curve.CurveError(f"the plan has no CURVE public key for container(s) {missing}")
         self.local = ctx.socket(zmq.ROUTER)
         self.local.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.local.setsockopt(zmq.ROUTER_HANDOVER, 1)
@@ -73,21 +165,49 @@ class StreamManager:
         self.ctl.bind(me["ctl"])
         self.inbound = ctx.socket(zmq.ROUTER)
         self.inbound.setsockopt(zmq.LINGER, 0)
+        if mine is not None:
+            # the ZAP handler must be up before the bind, or the first handshakes go unchecked
+            self.auth = curve.KeyAuthenticator(ctx, [k["public"] for c, k in self.keys.items()
+                                                     if c != container and k.get("public")])
+            self.auth.start()
+            curve_log = logging.getLogger("bittern.curve")
+            if not any(isinstance(f, Throttle) for f in curve_log.filters):
+                curve_log.addFilter(Throttle())  # one line a second, however fast strangers knock
+            curve.server_options(self.inbound, mine["secret"], mine["public"])
+        self.monitor = self.inbound.get_monitor_socket(DENIED_EVENTS)
         self.inbound.bind(me["tcp"])
-        self.peers, self.peer_ctrl = {}, {}
         for c in self.table.peers:
             for d, ident in ((self.peers, wire.stmgr_identity(container)),
                              (self.peer_ctrl, wire.stmgr_ctrl_identity(container))):
                 s = ctx.socket(zmq.DEALER)
+                d[c] = s
                 s.setsockopt(zmq.IDENTITY, ident)
                 s.setsockopt(zmq.SNDHWM, SNDHWM)
                 s.setsockopt(zmq.LINGER, 0)
+                if mine is not None:
+                    curve.client_options(s, self.keys[c]["public"], mine["public"], mine["secret"])
                 s.connect(plan.stmgrs[c]["tcp"])
-                d[c] = s
         self.tm = ctx.socket(zmq.DEALER)
         self.tm.setsockopt(zmq.IDENTITY, wire.stmgr_identity(container))
         self.tm.setsockopt(zmq.LINGER, 0)
         self.tm.connect(plan.tmaster)
+
+    def _close(self):
+        """Close every socket, stop the authenticator, then end the context (in that
+        order: a context does not terminate while a socket of it is open)."""
+        if self.monitor is not None:
+            try:
+                self.inbound.disable_monitor()
+            except zmq.ZMQError:
+                pass
+            self.monitor.close(linger=0)
+        for s in [self.ctl, self.local, self.inbound, self.tm, *self.peers.values(),
+                  *self.peer_ctrl.values()]:
+            if s is not None:
+                s.close(linger=0)
+        if self.auth is not None:
+            self.auth.stop()
+        self._zctx.term()
 
     # -- sending ------------------------------------------------------------------------
     def _queue(self, key, frames, size):
@@ -270,14 +390,15 @@ class StreamManager:
     def run(self):
         waker = SignalWaker(self._on_signal)
         poller = zmq.Poller()
-        for s in (self.ctl, self.local, self.inbound, self.tm):
+        for s in (self.ctl, self.local, self.inbound, self.tm, self.monitor):
             poller.register(s, zmq.POLLIN)
         poller.register(waker.fd, zmq.POLLIN)
         self.register_with_tm()
         next_hb = time.monotonic() + HEARTBEAT_SECS
-        log.info("stream manager of container %d up (pid %d), local tasks %s",
-                 self.container, os.getpid(), self.table.local_tasks)
-        local, inbound, tm = self.local, self.inbound, self.tm
+        log.info("stream manager of container %d up (pid %d), local tasks %s, peers over tcp%s",
+                 self.container, os.getpid(), self.table.local_tasks,
+                 " with CURVE" if self.auth is not None else " (no CURVE)")
+        local, inbound, tm, monitor = self.local, self.inbound, self.tm, self.monitor
         try:
             while not self.stopping:
                 now = time.monotonic()
@@ -308,13 +429,12 @@ class StreamManager:
                     self._drain(inbound, self._on_inbound)
                 if tm in events:
                     self._drain(tm, self._on_tm)
+                if monitor in events:
+                    self._drain_monitor()
                 if self.queues:
                     self._retry_queues()
         finally:
-            for s in [self.ctl, self.local, self.inbound, self.tm, *self.peers.values(),
-                      *self.peer_ctrl.values()]:
-                s.close(linger=0)
-            self._zctx.term()
+            self._close()
             log.info("stream manager of container %d stopped", self.container)
 
     def _on_signal(self, signum):
@@ -344,18 +464,79 @@ class StreamManager:
             self.on_instance_ctrl(frames[0].bytes, wire.decode_ctrl(frames[2].bytes))
 
     def _on_inbound(self, frames):
-        kind = frames[1].bytes
-        if kind in ROUTED:
+        """A message from the tcp port: forwarded only if it is well-formed and comes
+        from a peer stream manager of this plan; anything else is dropped and counted."""
+        peer = self._peer_ids.get(frames[0].bytes)
+        if peer is None:
+            return self._malformed("from an unknown peer identity %r", frames[0].bytes[:24])
+        kind = frames[1].bytes if len(frames) > 1 else None
+        if kind in ROUTED and not peer[1]:
+            if len(frames) != 4:
+                return self._malformed("a %r message of %d frames from %r", kind, len(frames),
+                                       frames[0].bytes)
+            dest = self._peer_dest.get(frames[2].bytes)
+            if dest is None:
+                return self._malformed("a batch for task %r, which is not in this container, from %r",
+                                       frames[2].bytes[:8], frames[0].bytes)
             self.counters["from_peers"] += 1
-            self.route(kind, frames[2].bytes, frames[3])
-        elif kind == CTRL:
-            msg = wire.decode_ctrl(frames[2].bytes)
-            if msg.get("op") == Op.BACKPRESSURE:
-                self.apply(self.bp.peer(msg.get("container"), bool(msg.get("on")), time.monotonic()))
-            else:
-                log.warning("unknown control message from a peer: %r", msg)
+            self.counters["local"] += 1
+            payload = frames[3]
+            self._send_local(dest[0], [dest[1], kind, payload], len(payload))
+        elif kind == CTRL and peer[1]:
+            if len(frames) != 3:
+                return self._malformed("a control message of %d frames from %r", len(frames),
+                                       frames[0].bytes)
+            try:
+                msg = wire.decode_ctrl(frames[2].bytes)
+            except Exception as e:  # noqa: BLE001 - whatever a stranger sends must not stop us
+                return self._malformed("an undecodable control message from %r (%s: %s)",
+                                       frames[0].bytes, type(e).__name__, e)
+            if not isinstance(msg, dict) or msg.get("op") != Op.BACKPRESSURE:
+                return self._malformed("an unknown control message from %r: %.80r", frames[0].bytes, msg)
+            if msg.get("container") != peer[0]:
+                return self._malformed("a backpressure announcement for container %.40r from %r",
+                                       msg.get("container"), frames[0].bytes)
+            self.apply(self.bp.peer(peer[0], bool(msg.get("on")), time.monotonic()))
         else:
-            log.warning("unexpected message from peer %r", frames[0].bytes)
+            self._malformed("an unexpected %r message of %d frames from %r", kind and kind[:8],
+                            len(frames), frames[0].bytes)
+
+    def _malformed(self, why, *args):
+        self.counters["malformed"] += 1
+        t = self._malformed_log
+        if t.ready():
+            log.warning("tcp port: dropped " + why + " (%d more dropped since the last report, %d in all)",
+                        *args, t.held, self.counters["malformed"])
+            t.held = 0
+
+    def _drain_monitor(self):
+        """Handshakes refused on the tcp port (reported by its socket monitor)."""
+        for _ in range(BURST):
+            try:
+                ev, ep = self.monitor.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            except ValueError:  # not the two frames a monitor event has
+                continue
+            event, value = struct.unpack("=HI", ev[:6]) if len(ev) >= 6 else (0, 0)
+            if not event & DENIED_EVENTS:
+                continue
+            self.counters["denied"] += 1
+            if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
+                why = f"its CURVE key is not one of this topology's (ZAP status {value})"
+            elif event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
+                why = f"protocol error: {_PROTOCOL_ERRORS.get(value, hex(value))}"
+                if self.auth is not None and value in (zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
+                                                       zmq.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC):
+                    why += " (a client without CURVE, or with the wrong server key)"
+            else:
+                why = "the handshake failed"
+            t = self._denied_log
+            if t.ready():
+                log.warning("tcp port %s: refused a connection: %s (%d more refused since the last "
+                            "report, %d in all)", ep.decode(errors="replace"), why, t.held,
+                            self.counters["denied"])
+                t.held = 0
 
     def _on_tm(self, frames):
         if frames[0].bytes == CTRL:
