@@ -1,21 +1,29 @@
-"""``python -m streammgr --plan PLAN --container C``: run a container's stream manager."""
+"""``python -m streammgr --plan PLAN --container C``: run a container's stream manager.
+
+SIGTERM stops it; SIGHUP makes it re-read PLAN (same path) and apply new peer and
+topology master endpoints (see StreamManager.reload).
+"""
 import argparse
 import sys
 
 from bittern import logs
-from bittern.runplan import RunPlan
 
-from .stmgr import StreamManager
+from .stmgr import HANGUP, StreamManager, load_plan
 
 
 def main(argv=None):
+    # First: a SIGHUP from here on is only recorded, and a plan read after it is the
+    # rewritten one anyway (the main loop's reload is then a no-op). One that comes
+    # before this line, while the interpreter starts, kills the process: the
+    # supervisor restarts it, on the rewritten plan.
+    HANGUP.install()
     ap = argparse.ArgumentParser(prog="python -m streammgr")
     ap.add_argument("--plan", required=True)
     ap.add_argument("--container", type=int, required=True)
     a = ap.parse_args(argv)
-    plan = RunPlan.load(a.plan)
+    plan = load_plan(a.plan)
     logs.setup(f"{plan.name} stmgr-{a.container}")
-    StreamManager(plan, a.container).run()
+    StreamManager(plan, a.container, plan_path=a.plan).run()
     return 0
 
 

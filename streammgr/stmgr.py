@@ -24,12 +24,24 @@ The tcp port is the one door other hosts can knock on, so it trusts nothing:
 
 Both counters travel with the others (``local``, ``peer``, ``dropped``,
 ``from_peers``) in the heartbeat to the topology master.
+
+SIGHUP re-reads the plan from the path the process was started with (see
+:meth:`StreamManager.reload`). In cluster mode a supervisor rewrites the plan of a
+container that did not move when others did (new tcp endpoints for moved peers, a
+new topology master endpoint if container 0 moved) and sends SIGHUP: the stream
+manager reconnects to what moved and keeps everything else (its instances, their
+pending tuples, its queues). What a live stream manager cannot take (another set of
+containers, another packing, its own endpoints or keys) is refused and logged: such
+a container has to be restarted.
 """
 from __future__ import annotations
 
+import copy
 import errno
+import json
 import logging
 import os
+import signal
 import struct
 import time
 
@@ -38,6 +50,7 @@ import zmq
 from bittern import curve, wire
 from bittern.proc import ParentWatch, SignalWaker
 from bittern.procstats import ProcStats
+from bittern.runplan import RunPlan
 from bittern.wire import CTRL, ROUTED, Op
 
 from .backpressure import ANNOUNCE, SPOUTS, Backpressure
@@ -94,10 +107,81 @@ def plan_keys(plan):
     return {int(c): k for c, k in keys.items()}
 
 
+def load_plan(path):
+    """The run plan at ``path``, with its CURVE keys even where RunPlan does not carry them."""
+    plan = RunPlan.load(path)
+    if getattr(plan, "keys", None) is None:
+        with open(path) as f:
+            keys = json.load(f).get("keys")
+        if keys:
+            plan.keys = {int(c): k for c, k in keys.items()}
+    return plan
+
+
+class Hangup:
+    """SIGHUP as a flag. The handler only records the request; the main loop acts on it
+    (SignalWaker's wakeup fd, which every signal writes to, wakes its poll)."""
+
+    def __init__(self):
+        self.pending = False
+
+    def install(self):
+        signal.signal(signal.SIGHUP, self._handle)
+
+    def _handle(self, signum, frame):
+        self.pending = True
+
+    def take(self):
+        pending, self.pending = self.pending, False
+        return pending
+
+
+HANGUP = Hangup()  # signal handlers are per process: so is this
+
+
+def plan_conflicts(old, new, container):
+    """What differs between two plans that a running stream manager of ``container``
+    cannot take: a list of readable differences, empty if ``new`` can be applied live."""
+    out = []
+    if new.name != old.name:
+        out.append(f"topology name {old.name!r} -> {new.name!r}")
+    if set(new.stmgrs) != set(old.stmgrs) or set(new.packing.containers) != set(old.packing.containers):
+        out.append(f"containers {sorted(set(old.stmgrs) | set(old.packing.containers))} -> "
+                   f"{sorted(set(new.stmgrs) | set(new.packing.containers))}")
+    otc, ntc = old.packing.task_container, new.packing.task_container
+    if set(otc) != set(ntc):
+        out.append(f"tasks {sorted(otc)} -> {sorted(ntc)}")
+    moved = [f"{t}: {otc[t]}->{ntc[t]}" for t in sorted(set(otc) & set(ntc)) if otc[t] != ntc[t]]
+    if moved:
+        out.append("packing (task: container) " + ", ".join(moved[:10]) + (" ..." if len(moved) > 10 else ""))
+    ocomp, ncomp = old.packing.task_component, new.packing.task_component
+    recast = [t for t in sorted(set(ocomp) & set(ncomp))
+              if (ocomp[t], old.packing.task_index.get(t)) != (ncomp[t], new.packing.task_index.get(t))]
+    if recast:
+        out.append(f"packing (component or index of tasks {recast[:10]})")
+    mine_old, mine_new = old.stmgrs.get(container) or {}, new.stmgrs.get(container) or {}
+    for ep in sorted(set(mine_old) | set(mine_new)):
+        if mine_old.get(ep) != mine_new.get(ep):
+            out.append(f"this container's own {ep} endpoint {mine_old.get(ep)} -> {mine_new.get(ep)}")
+    okeys, nkeys = plan_keys(old), plan_keys(new)
+    if (okeys is None) != (nkeys is None):
+        out.append("CURVE " + ("off -> on" if okeys is None else "on -> off"))
+    elif okeys is not None:
+        if (okeys.get(container) or {}) != (nkeys.get(container) or {}):
+            out.append("this container's own CURVE keys")
+        missing = [c for c in new.stmgrs if c != container and not (nkeys.get(c) or {}).get("public")]
+        if missing:
+            out.append(f"no CURVE public key for container(s) {missing}")
+    return out
+
+
 class StreamManager:
-    def __init__(self, plan, container):
+    def __init__(self, plan, container, plan_path=None):
         self.plan = plan
         self.container = container
+        # SIGHUP re-reads this very path (the supervisor rewrites it in place)
+        self.plan_path = os.path.abspath(plan_path) if plan_path else None
+        self._poller = None
         self.table = RoutingTable(plan.packing.task_container, container)
         self.stopping = False
         self.started = False
@@ -177,20 +261,29 @@ class StreamManager:
         self.monitor = self.inbound.get_monitor_socket(DENIED_EVENTS)
         self.inbound.bind(me["tcp"])
         for c in self.table.peers:
-            for d, ident in ((self.peers, wire.stmgr_identity(container)),
-                             (self.peer_ctrl, wire.stmgr_ctrl_identity(container))):
-                s = ctx.socket(zmq.DEALER)
-                d[c] = s
-                s.setsockopt(zmq.IDENTITY, ident)
-                s.setsockopt(zmq.SNDHWM, SNDHWM)
-                s.setsockopt(zmq.LINGER, 0)
-                if mine is not None:
-                    curve.client_options(s, self.keys[c]["public"], mine["public"], mine["secret"])
-                s.connect(plan.stmgrs[c]["tcp"])
-        self.tm = ctx.socket(zmq.DEALER)
-        self.tm.setsockopt(zmq.IDENTITY, wire.stmgr_identity(container))
+            self._connect_peer(c)
+        self._connect_tm()
+
+    def _connect_peer(self, c):
+        """The data and control DEALERs toward peer ``c``, at the plan's endpoint (and,
+        with CURVE, knowing its public key)."""
+        mine = None if self.keys is None else self.keys[self.container]
+        for d, ident in ((self.peers, wire.stmgr_identity(self.container)),
+                         (self.peer_ctrl, wire.stmgr_ctrl_identity(self.container))):
+            s = self._zctx.socket(zmq.DEALER)
+            d[c] = s
+            s.setsockopt(zmq.IDENTITY, ident)
+            s.setsockopt(zmq.SNDHWM, SNDHWM)
+            s.setsockopt(zmq.LINGER, 0)
+            if mine is not None:
+                curve.client_options(s, self.keys[c]["public"], mine["public"], mine["secret"])
+            s.connect(self.plan.stmgrs[c]["tcp"])
+
+    def _connect_tm(self):
+        self.tm = self._zctx.socket(zmq.DEALER)
+        self.tm.setsockopt(zmq.IDENTITY, wire.stmgr_identity(self.container))
         self.tm.setsockopt(zmq.LINGER, 0)
-        self.tm.connect(plan.tmaster)
+        self.tm.connect(self.plan.tmaster)
 
     def _close(self):
         """Close every socket, stop the authenticator, then end the context (in that
@@ -386,10 +479,102 @@ class StreamManager:
                    tasks={str(t): {k: v for k, v in m.items() if k != "op"}
                           for t, m in self.registered.items()})
 
+    # -- reloading the plan (SIGHUP) ----------------------------------------------------
+    def reload(self):
+        """Re-read the plan file and apply what may change under a running container:
+        peers' tcp endpoints and CURVE public keys, the topology master's endpoint, the
+        keys the tcp port admits. Returns True if the topology master socket was
+        replaced (the caller heartbeats at once). A plan that changes what this process
+        is built on (containers, packing, its own endpoints or keys) is refused and
+        logged, and the current plan stays in force."""
+        if self.plan_path is None:
+            log.error("SIGHUP: this stream manager was started without a plan path; nothing to reload")
+            return False
+        try:
+            new = load_plan(self.plan_path)
+        except Exception as e:  # noqa: BLE001 - a bad file must not take the container down
+            log.error("SIGHUP: cannot read the plan %s (%s: %s); keeping the current plan",
+                      self.plan_path, type(e).__name__, e)
+            return False
+        # Decide everything before touching a socket: a plan refused here changes nothing.
+        try:
+            conflicts = plan_conflicts(self.plan, new, self.container)
+            if not conflicts:
+                old_keys, new_keys = self.keys, plan_keys(new)
+                moved = [c for c in self.table.peers
+                         if new.stmgrs[c]["tcp"] != self.plan.stmgrs[c]["tcp"]
+                         or (new_keys is not None and new_keys[c]["public"] != old_keys[c]["public"])]
+                for c in moved:
+                    if not str(new.stmgrs[c]["tcp"]).startswith("tcp://"):
+                        conflicts.append(f"container {c}'s tcp endpoint {new.stmgrs[c]['tcp']!r}")
+                tm_moved = new.tmaster != self.plan.tmaster
+                if tm_moved and not str(new.tmaster).startswith("tcp://"):
+                    conflicts.append(f"the topology master endpoint {new.tmaster!r}")
+                allowed = None
+                if self.auth is not None:
+                    allowed = {k["public"] for c, k in new_keys.items()
+                               if c != self.container and k.get("public")}
+                    if allowed == self.auth.allowed:
+                        allowed = None
+        except Exception as e:  # noqa: BLE001 - a malformed plan must not take the container down
+            conflicts = [f"something it cannot read ({type(e).__name__}: {e})"]
+        if conflicts:
+            log.error("SIGHUP: refused the plan %s: it changes %s, which a running stream manager "
+                      "cannot take (the container must be restarted); keeping the current plan",
+                      self.plan_path, "; ".join(conflicts))
+            return False
+        if new.topology.to_dict() != self.plan.topology.to_dict() or new.config != self.plan.config:
+            log.warning("SIGHUP: the plan's topology definition or config changed; that takes a "
+                        "restart, only endpoints and keys are applied now")
+        if not moved and not tm_moved and allowed is None:
+            log.info("SIGHUP: plan %s reloaded, nothing to change", self.plan_path)
+            return False
+        if allowed is not None:
+            # First, as it checks every key (each new peer key is in this set) and changes
+            # nothing if one is bad. New handshakes only: a connection that is up stays up
+            # (a key the plan dropped belongs to a peer that moved: its connection is gone).
+            try:
+                self.auth.allow(allowed)
+            except curve.CurveError as e:
+                log.error("SIGHUP: refused the plan %s: %s; keeping the current plan", self.plan_path, e)
+                return False
+            log.info("SIGHUP: the tcp port now admits the CURVE keys of containers %s",
+                     sorted(c for c, k in new_keys.items() if c != self.container and k.get("public")))
+        # Adopt the new endpoints and keys; the rest of the plan stays as this process was built.
+        plan = copy.copy(self.plan)
+        plan.stmgrs, plan.tmaster = new.stmgrs, new.tmaster
+        if new_keys is not None:
+            plan.keys = new_keys
+        if hasattr(new, "hosts"):
+            plan.hosts = new.hosts
+        self.plan, self.keys = plan, new_keys
+        for c in moved:
+            # Batches still in the old sockets' pipes (up to SNDHWM each) are lost with them;
+            # those the stream manager queued itself (self.queues) stay queued under
+            # ("p", c) and go to the new socket. At-least-once replays what was lost: the
+            # spouts' tuples time out and are emitted again.
+            for d in (self.peers, self.peer_ctrl):
+                d.pop(c).close(linger=0)
+            self._connect_peer(c)
+            log.info("SIGHUP: peer container %d now at %s", c, plan.stmgrs[c]["tcp"])
+        if moved and (self.bp.active or self._announced_off < 3):
+            self.announce(self.bp.active)  # a new peer has not heard whether we are in backpressure
+        if tm_moved:
+            if self._poller is not None:
+                self._poller.unregister(self.tm)
+            self.tm.close(linger=0)
+            self._connect_tm()
+            if self._poller is not None:
+                self._poller.register(self.tm, zmq.POLLIN)
+            log.info("SIGHUP: topology master now at %s; registering with it", plan.tmaster)
+            self.register_with_tm()
+        return tm_moved
+
     # -- the loop -----------------------------------------------------------------------
     def run(self):
         waker = SignalWaker(self._on_signal)
-        poller = zmq.Poller()
+        HANGUP.install()  # again (main() installs it first thing): other entry points
+        self._poller = poller = zmq.Poller()
         for s in (self.ctl, self.local, self.inbound, self.tm, self.monitor):
             poller.register(s, zmq.POLLIN)
         poller.register(waker.fd, zmq.POLLIN)
@@ -398,9 +583,11 @@ class StreamManager:
         log.info("stream manager of container %d up (pid %d), local tasks %s, peers over tcp%s",
                  self.container, os.getpid(), self.table.local_tasks,
                  " with CURVE" if self.auth is not None else " (no CURVE)")
-        local, inbound, tm, monitor = self.local, self.inbound, self.tm, self.monitor
+        local, inbound, monitor = self.local, self.inbound, self.monitor  # self.tm may be replaced
         try:
             while not self.stopping:
+                if HANGUP.take() and self.reload():
+                    next_hb = 0.0  # a new topology master: heartbeat it now
                 now = time.monotonic()
                 if now >= next_hb:
                     next_hb = now + HEARTBEAT_SECS
@@ -421,14 +608,16 @@ class StreamManager:
                 retry = any(k[0] == "p" for k in self.queues.keys()) if self.queues else False
                 timeout = 1 if retry else max(1, int((next_hb - now) * 1000))
                 events = dict(poller.poll(timeout))
+                if waker.fd in events:
+                    waker.clear()  # a SIGHUP: HANGUP.pending is set, read at the top of the loop
                 if self.ctl in events:
                     self._drain(self.ctl, self._on_ctl)
                 if local in events:
                     self._drain(local, self._on_local)
                 if inbound in events:
                     self._drain(inbound, self._on_inbound)
-                if tm in events:
-                    self._drain(tm, self._on_tm)
+                if self.tm in events:
+                    self._drain(self.tm, self._on_tm)
                 if monitor in events:
                     self._drain_monitor()
                 if self.queues:
