@@ -24,6 +24,9 @@ class RunPlan:
     tmaster: str  # tcp endpoint of the topology master
     stmgrs: dict  # container -> {"tcp": endpoint for peers, "ipc": endpoint for instances}
     config: dict  # merged topology config
+    state_url: str | None = None  # where the state manager is; None: LocalStateManager(home)
+    keys: dict | None = None  # container -> {"public": z85, "secret": z85 or None} (CURVE)
+    hosts: dict | None = None  # container -> host (cluster mode)
 
     def component_config(self, component):
         """Topology config overlaid with the component's own config."""
@@ -32,15 +35,26 @@ class RunPlan:
         return conf
 
     def to_dict(self):
-        return {"name": self.name, "home": self.home, "topology": self.topology.to_dict(),
-                "packing": self.packing.to_dict(), "tmaster": self.tmaster,
-                "stmgrs": {str(c): e for c, e in self.stmgrs.items()}, "config": self.config}
+        d = {"name": self.name, "home": self.home, "topology": self.topology.to_dict(),
+             "packing": self.packing.to_dict(), "tmaster": self.tmaster,
+             "stmgrs": {str(c): e for c, e in self.stmgrs.items()}, "config": self.config}
+        if self.state_url is not None:
+            d["state_url"] = self.state_url
+        if self.keys is not None:
+            d["keys"] = {str(c): k for c, k in self.keys.items()}
+        if self.hosts is not None:
+            d["hosts"] = {str(c): h for c, h in self.hosts.items()}
+        return d
 
     @staticmethod
     def from_dict(d):
+        keys, hosts = d.get("keys"), d.get("hosts")
         return RunPlan(d["name"], d["home"], TopologyDef.from_dict(d["topology"]),
                        PackingPlan.from_dict(d["packing"]), d["tmaster"],
-                       {int(c): e for c, e in d["stmgrs"].items()}, d["config"])
+                       {int(c): e for c, e in d["stmgrs"].items()}, d["config"],
+                       state_url=d.get("state_url"),
+                       keys=None if keys is None else {int(c): k for c, k in keys.items()},
+                       hosts=None if hosts is None else {int(c): h for c, h in hosts.items()})
 
     def save(self, path):
         os.makedirs(os.path.dirname(path), exist_ok=True)

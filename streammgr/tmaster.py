@@ -17,7 +17,7 @@ import zmq
 from bittern import wire
 from bittern.proc import ParentWatch, SignalWaker
 from bittern.procstats import ProcStats
-from bittern.state import LocalStateManager
+from bittern.state import LocalStateManager, open_state
 from bittern.wire import CTRL, Op
 
 from .metrics import WINDOWS, MetricsStore
@@ -31,11 +31,19 @@ THROUGHPUT_POINTS = 120
 ERRORS_PER_COMPONENT = 20
 
 
+def open_plan_state(plan):
+    """The plan's state manager: ZooKeeper in cluster mode (digest auth from
+    $BITTERN_ZK_AUTH, which the supervisor passes on), else the local home."""
+    if plan.state_url:
+        return open_state(plan.state_url, auth=os.environ.get("BITTERN_ZK_AUTH") or None)
+    return LocalStateManager(plan.home)
+
+
 class TopologyMaster:
     def __init__(self, plan, state=None):
         self.plan = plan
         self.name = plan.name
-        self.state = state or LocalStateManager(plan.home)
+        self.state = state or open_plan_state(plan)
         self.all_tasks = set(plan.packing.task_component)
         self.containers = set(plan.packing.containers)
         self.tasks = {}  # task -> registration
@@ -66,6 +74,7 @@ class TopologyMaster:
         self.state.put(f"status/{self.name}", {
             "phase": self.phase, "error": self.error, "active": self.active,
             "tmaster": self.plan.tmaster, "pid": os.getpid(), "updated": time.time(),
+            "host": (self.plan.hosts or {}).get(0) or self.plan.tmaster.split("//")[-1].rpartition(":")[0],
             "tasks_ready": len(self.tasks), "tasks_total": len(self.all_tasks)})
 
     def _fail(self, error):
@@ -332,7 +341,11 @@ def main(argv=None):
     a = ap.parse_args(argv)
     plan = RunPlan.load(a.plan)
     logs.setup(f"{plan.name} tmaster")
-    TopologyMaster(plan).run()
+    tm = TopologyMaster(plan)
+    try:
+        tm.run()
+    finally:
+        tm.state.close()
     sys.exit(0)
 
 
