@@ -1,0 +1,322 @@
+"""The checkpoint store: where tasks save their state for checkpoint *n* (EFFECTIVELY_ONCE).
+
+Layout. State files live in a directory (``bittern.checkpoint.dir``; empty means
+``$BITTERN_HOME/checkpoints``; in cluster mode it must name a directory every
+host shares)::
+
+    <root>/<topology>/<checkpoint id>/task-<task>.bin
+
+and the record of which checkpoints are complete lives in the state manager::
+
+    checkpoints/<topology>/<checkpoint id>   {"id", "tasks", "completed_at"}
+
+A checkpoint is complete exactly when its metadata document exists: the
+topology master writes it (``mark_complete``) once every task has saved, and
+that write is the commit point. Only then is the checkpoint visible to
+``latest_complete`` (and so to a rollback). The newest ``keep`` complete
+checkpoints are kept; older ones, and incomplete ones older than the newest
+complete one (abandoned, or left by a task that crashed), are deleted.
+
+Atomicity. ``save`` writes a temp file in the checkpoint's directory, fsyncs it,
+renames it to its final name and fsyncs the directory. A crash at any point
+leaves either no file under the final name or the whole file, never a prefix;
+leftover temp files (dot-names) are never read and go with their directory.
+
+Integrity. Each file starts with a 17-byte header: magic ``BTCK``, a format
+byte, the payload length (8 bytes, big-endian) and its CRC-32 (4 bytes). ``load``
+checks all three and raises :class:`CheckpointCorrupt` naming the file, so a
+file damaged after it was written (a torn copy, a bad disk, a truncated sync
+to a shared directory) is reported, not restored.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import tempfile
+import time
+import zlib
+from dataclasses import dataclass
+
+from .errors import BitternError, ConfigError
+
+MAGIC = b"BTCK"
+FILE_VERSION = 1
+_HEADER = struct.Struct(">4sBQI")  # magic, version, payload length, crc32
+HEADER_SIZE = _HEADER.size
+_TASK_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_FILE_RE = re.compile(r"^task-(.+)\.bin$")
+
+
+class CheckpointError(BitternError):
+    """A checkpoint operation that cannot be done (names the checkpoint and task)."""
+
+
+class CheckpointMissing(CheckpointError, FileNotFoundError):
+    """No state was saved for that task in that checkpoint."""
+
+
+class CheckpointCorrupt(CheckpointError):
+    """A checkpoint file whose header or checksum does not match its contents."""
+
+
+def encode_file(data):
+    """``data`` with the integrity header in front."""
+    return _HEADER.pack(MAGIC, FILE_VERSION, len(data), zlib.crc32(data)) + data
+
+
+def decode_file(blob, path="<bytes>"):
+    """The payload of a checkpoint file, after checking its header; raises
+    :class:`CheckpointCorrupt` naming ``path``."""
+    if len(blob) < HEADER_SIZE:
+        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: {len(blob)} bytes, shorter than "
+                                f"its {HEADER_SIZE}-byte header")
+    magic, version, length, crc = _HEADER.unpack_from(blob)
+    if magic != MAGIC:
+        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: it does not start with {MAGIC!r}")
+    if version != FILE_VERSION:
+        raise CheckpointCorrupt(f"checkpoint file {path}: format version {version} is not supported "
+                                f"(this Bittern reads version {FILE_VERSION})")
+    payload = memoryview(blob)[HEADER_SIZE:]
+    if len(payload) != length:
+        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: the header says {length} bytes of "
+                                f"state, the file holds {len(payload)}")
+    if zlib.crc32(payload) != crc:
+        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: CRC-32 mismatch "
+                                f"(header {crc:#010x}, contents {zlib.crc32(payload):#010x})")
+    return bytes(payload)
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _makedirs_durable(path):
+    """``os.makedirs`` that also fsyncs the parent of every directory it creates,
+    so the new directory entries survive a crash with the file written inside."""
+    path = os.path.abspath(path)
+    missing = []
+    p = path
+    while not os.path.isdir(p):
+        missing.append(p)
+        parent = os.path.dirname(p)
+        if parent == p:
+            break
+        p = parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d)
+        except FileExistsError:
+            continue
+        _fsync_dir(os.path.dirname(d))
+
+
+def _check_id(checkpoint_id):
+    if isinstance(checkpoint_id, bool) or not isinstance(checkpoint_id, int) or checkpoint_id < 0:
+        raise CheckpointError(f"a checkpoint id is a whole number >= 0, got {checkpoint_id!r}")
+    return checkpoint_id
+
+
+def _check_task(task):
+    if isinstance(task, bool) or not (isinstance(task, int) and task >= 0
+                                      or isinstance(task, str) and _TASK_RE.match(task)):
+        raise CheckpointError(f"a task is a task id (int >= 0) or a plain name, got {task!r}")
+    return task
+
+
+def _task_from_name(name):
+    return int(name) if name.isdigit() else name
+
+
+class CheckpointStore:
+    """Checkpoint files of one topology under ``root_dir``, with metadata in ``state_manager``."""
+
+    def __init__(self, root_dir, state_manager, topology, keep=3, clock=time.time):
+        if not isinstance(topology, str) or not topology or topology in (".", "..") \
+                or "/" in topology or "\\" in topology or "\0" in topology or topology.startswith("."):
+            raise CheckpointError(f"bad topology name for a checkpoint directory: {topology!r}")
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise CheckpointError(f"bittern.checkpoint.keep must be a whole number >= 1, got {keep!r}")
+        self.root = os.path.abspath(root_dir)
+        self.sm = state_manager
+        self.topology = topology
+        self.keep = keep
+        self._clock = clock
+        self.dir = os.path.join(self.root, topology)
+        self.meta = f"checkpoints/{topology}"
+
+    def __repr__(self):
+        return f"<CheckpointStore {self.topology!r} at {self.dir} keep={self.keep}>"
+
+    # -- paths
+    def checkpoint_dir(self, checkpoint_id):
+        return os.path.join(self.dir, str(_check_id(checkpoint_id)))
+
+    def path(self, checkpoint_id, task):
+        return os.path.join(self.checkpoint_dir(checkpoint_id), f"task-{_check_task(task)}.bin")
+
+    # -- tasks' side
+    def save(self, checkpoint_id, task, data):
+        """Save ``task``'s state for ``checkpoint_id`` atomically and durably. Saving
+        again before the checkpoint is complete replaces the file; a complete
+        checkpoint is immutable."""
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise CheckpointError(f"checkpoint {checkpoint_id} task {task}: state must be bytes, "
+                                  f"got {type(data).__name__}")
+        final = self.path(checkpoint_id, task)
+        if self.sm.get(f"{self.meta}/{checkpoint_id}") is not None:
+            raise CheckpointError(f"checkpoint {checkpoint_id} of {self.topology!r} is already complete: "
+                                  f"task {task} cannot save into it")
+        tmp = self._write_temp(checkpoint_id, task, data)
+        try:
+            os.replace(tmp, final)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+        _fsync_dir(os.path.dirname(final))
+        return final
+
+    def _write_temp(self, checkpoint_id, task, data):
+        """Step one of ``save``: the whole file, synced, under a temp name in the final
+        directory (the same file system, so the rename is atomic). A crash after this
+        step leaves only the temp file, which nothing reads."""
+        d = self.checkpoint_dir(checkpoint_id)
+        _makedirs_durable(d)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=f".tmp-task-{_check_task(task)}-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(encode_file(bytes(data)))
+                f.flush()
+                os.fsync(f.fileno())
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+        return tmp
+
+    def load(self, checkpoint_id, task):
+        """The bytes ``task`` saved for ``checkpoint_id``, verified; raises
+        :class:`CheckpointMissing` or :class:`CheckpointCorrupt` (naming the file)."""
+        path = self.path(checkpoint_id, task)
+        try:
+            with open(path, "rb") as f:
+                blob = f.read()
+        except FileNotFoundError:
+            raise CheckpointMissing(f"checkpoint {checkpoint_id} of {self.topology!r} has no state for "
+                                    f"task {task} (no file {path})") from None
+        return decode_file(blob, path)
+
+    def tasks_saved(self, checkpoint_id):
+        """The tasks with a state file in ``checkpoint_id`` (temp files excluded), sorted."""
+        try:
+            names = os.listdir(self.checkpoint_dir(checkpoint_id))
+        except FileNotFoundError:
+            return []
+        tasks = [_task_from_name(m.group(1)) for m in map(_FILE_RE.match, names) if m]
+        return sorted(tasks, key=lambda t: (isinstance(t, str), t))
+
+    # -- the topology master's side
+    def mark_complete(self, checkpoint_id, tasks):
+        """Record ``checkpoint_id`` as complete (every task in ``tasks`` saved it), then
+        prune. Raises :class:`CheckpointMissing` if a task's file is not there."""
+        _check_id(checkpoint_id)
+        tasks = sorted({_check_task(t) for t in tasks}, key=lambda t: (isinstance(t, str), t))
+        missing = [t for t in tasks if not os.path.isfile(self.path(checkpoint_id, t))]
+        if missing:
+            raise CheckpointMissing(f"checkpoint {checkpoint_id} of {self.topology!r} cannot be complete: "
+                                    f"no state saved for tasks {missing} (in {self.checkpoint_dir(checkpoint_id)})")
+        doc = {"id": checkpoint_id, "tasks": tasks, "completed_at": self._clock()}
+        self.sm.put(f"{self.meta}/{checkpoint_id}", doc)
+        self.prune()
+        return doc
+
+    def metadata(self, checkpoint_id):
+        return self.sm.get(f"{self.meta}/{_check_id(checkpoint_id)}")
+
+    def complete_ids(self):
+        """Ids of the complete checkpoints, oldest first."""
+        return sorted(int(n) for n in self.sm.children(self.meta) if n.isdigit())
+
+    def latest_complete(self):
+        ids = self.complete_ids()
+        return ids[-1] if ids else None
+
+    def _dir_ids(self):
+        try:
+            names = os.listdir(self.dir)
+        except FileNotFoundError:
+            return []
+        return sorted(int(n) for n in names if n.isdigit())
+
+    def prune(self):
+        """Delete all but the newest ``keep`` complete checkpoints, and every incomplete
+        one older than the newest complete. Metadata goes first: a crash in between
+        leaves only unreferenced files, which the next prune removes."""
+        complete = self.complete_ids()
+        if not complete:
+            return []
+        newest = complete[-1]
+        kept = set(complete[-self.keep:])
+        removed = []
+        for cid in complete:
+            if cid not in kept:
+                self.sm.delete(f"{self.meta}/{cid}")
+                removed.append(cid)
+        for cid in self._dir_ids():
+            if cid not in kept and cid < newest:
+                shutil.rmtree(os.path.join(self.dir, str(cid)), ignore_errors=True)
+                if cid not in removed:
+                    removed.append(cid)
+        if removed and os.path.isdir(self.dir):
+            _fsync_dir(self.dir)
+        return sorted(removed)
+
+    def delete_all(self):
+        """Remove every checkpoint of the topology (files and metadata): for ``kill``."""
+        self.sm.delete(self.meta)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# -- configuration -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    interval_secs: float
+    dir: str
+    keep: int
+    key_groups: int
+    barrier_buffer_max_tuples: int
+
+
+def checkpoint_settings(conf, home=None):
+    """The checkpoint settings of a merged topology config, checked; the directory
+    resolved (empty: ``<home>/checkpoints``, ``home`` defaulting to ``$BITTERN_HOME``)."""
+    interval = conf["topology.stateful.checkpoint.interval.seconds"]
+    keep = conf["bittern.checkpoint.keep"]
+    groups = conf["bittern.state.key.groups"]
+    bound = conf["bittern.barrier.buffer.max.tuples"]
+    root = conf["bittern.checkpoint.dir"]
+    if not interval > 0:
+        raise ConfigError(f"topology.stateful.checkpoint.interval.seconds must be > 0, got {interval!r}")
+    for key, val in (("bittern.checkpoint.keep", keep), ("bittern.state.key.groups", groups)):
+        if isinstance(val, bool) or not isinstance(val, int) or val < 1:
+            raise ConfigError(f"{key} must be a whole number >= 1, got {val!r}")
+    if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
+        raise ConfigError(f"bittern.barrier.buffer.max.tuples must be a whole number >= 0, got {bound!r}")
+    if not root:
+        if home is None:
+            from .state.local import default_home
+            home = default_home()
+        root = os.path.join(home, "checkpoints")
+    root = os.path.abspath(os.path.expanduser(root))
+    return CheckpointSettings(float(interval), root, keep, groups, bound)
