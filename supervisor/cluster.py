@@ -8,11 +8,15 @@ places containers in its slots:
 * fetches the topology's code archive once into ``DATA/code/DIGEST`` (digest
   verified, see bittern/archive.py),
 * writes the run plan of its part (supervisor/assignment.py) to
-  ``DATA/run/NAME/v<version>/plan.json`` (0600: it holds CURVE secrets),
+  ``DATA/run/NAME/plan.json`` (0600: it holds CURVE secrets),
 * starts the topology master (if container 0 is here), the stream managers and
   the instances (supervisor/procs.py), and restarts what dies, with backoff.
 
-A new assignment version restarts its containers here with the new plan; an
+A new assignment version (nimbus moved containers whose supervisor died) leaves
+the containers here that did not move running: their plan is rewritten in place
+and their stream managers re-read it on SIGHUP (streammgr/stmgr.py) to reach the
+moved peers, so their spouts' pending trees and their bolts' state survive. Only
+when the packing or the code changed are its containers restarted. An
 assignment that disappears or no longer names this supervisor stops them. Code
 that cannot be fetched or a plan that cannot be built is reported once as
 ``status/NAME`` FAILED (nimbus then fails the topology); that version is not
@@ -39,6 +43,7 @@ import psutil
 from kazoo.exceptions import KazooException
 
 from bittern import archive
+from bittern.proc import stop_pids
 from bittern.state.zk import ZkStateManager
 
 from .assignment import AssignmentError, build_plan, code_of, entry_path, own_containers, version_of
@@ -58,9 +63,9 @@ class Pending(Exception):
 class Running:
     """A topology's containers on this supervisor."""
 
-    def __init__(self, name, version, containers, digest, group, run_dir, ipc):
+    def __init__(self, name, version, containers, digest, group, run_dir, ipc, asg):
         self.name, self.version, self.containers, self.digest = name, version, containers, digest
-        self.group, self.run_dir, self.ipc = group, run_dir, ipc
+        self.group, self.run_dir, self.ipc, self.asg = group, run_dir, ipc, asg
 
 
 class ClusterSupervisor:
@@ -287,6 +292,8 @@ class ClusterSupervisor:
                 self._report_failure(name, version, failure)
             return
         if cur is not None:
+            if self.update_in_place(name, cur, asg, own, version):
+                return
             log.info("%s: assignment version %s -> %s: restarting containers %s here",
                      name, cur.version, version, own)
             self.stop_topology(name)
@@ -341,7 +348,7 @@ class ClusterSupervisor:
             raise Pending(f"no topologies/{name} record yet")
         digest, entry = code_of(rec)
         topology_file = entry_path(self.fetch_code(digest), entry)
-        run_dir = self._path("run", name, f"v{version}")
+        run_dir = self._path("run", name)
         ipc = ipc_dir(self._ipc_sub)
         try:
             plan, own = build_plan(name, rec, asg, self.id, self.data_dir, topology_file, ipc, self.state_url)
@@ -356,7 +363,7 @@ class ClusterSupervisor:
         except BaseException:
             shutil.rmtree(ipc, ignore_errors=True)
             raise
-        self.running[name] = Running(name, version, own, digest, group, run_dir, ipc)
+        self.running[name] = Running(name, version, own, digest, group, run_dir, ipc, asg)
         try:
             self._fresh_logs(name, rec)
             group.start()
@@ -365,6 +372,50 @@ class ClusterSupervisor:
             raise
         log.info("%s v%s: started containers %s (%d processes%s)", name, version, own, len(group.procs),
                  ", with the topology master" if 0 in own else "")
+
+    def update_in_place(self, name, cur, asg, own, version):
+        """Carry a new assignment version without restarting the containers here that
+        kept their slot: rewrite the plan at the same path, start what moved here,
+        stop what moved away, SIGHUP the kept stream managers. False when the change
+        is not of that kind (other packing or code, nothing kept): restart instead."""
+        old = cur.asg or {}
+        if old.get("packing") != asg.get("packing") or \
+                set(old.get("containers") or {}) != set(asg.get("containers") or {}):
+            return False
+        kept = [c for c in own if c in cur.containers
+                and old["containers"][str(c)] == asg["containers"][str(c)]]
+        rec = self.state.get(f"topologies/{name}")
+        if not kept or rec is None or code_of(rec)[0] != cur.digest:
+            return False
+        topology_file = entry_path(self.fetch_code(cur.digest), code_of(rec)[1])
+        plan, own = build_plan(name, rec, asg, self.id, self.data_dir, topology_file, cur.ipc, self.state_url)
+        path = cur.group.plan_path
+        plan.save(path)
+        os.chmod(path, 0o600)
+        env = {"BITTERN_ZK_AUTH": self.auth} if self.auth else None
+        group = ProcessGroup(plan, path, own, 0 in own, home=self.data_dir, env=env)
+        moved_away = []
+        for key, p in cur.group.procs.items():
+            if key in group.procs and cur.group.container_of(key) in kept:
+                group.procs[key] = p  # keeps running
+            else:
+                moved_away.append(p)
+        stop_pids([p.pid for p in moved_away if p.alive()], cur.group.conf["bittern.shutdown.timeout.secs"])
+        for p in moved_away:
+            if p.popen:
+                p.popen.wait()
+        started = [p for p in group.procs.values() if p.popen is None]
+        for p in started:
+            p.start()
+        for c in kept:
+            p = group.procs.get(("stmgr", c))
+            if p is not None and p.alive():
+                os.kill(p.pid, signal.SIGHUP)
+        cur.version, cur.containers, cur.group, cur.asg = version, own, group, asg
+        log.info("%s: assignment version %s: containers %s kept running (plan re-read), %d processes "
+                 "started for %s, %d stopped", name, version, kept, len(started),
+                 sorted(set(own) - set(kept)) or "none", len(moved_away))
+        return True
 
     def stop_topology(self, name, forget=False):
         """Stop its processes and remove its plan (``forget``: its whole run dir)."""

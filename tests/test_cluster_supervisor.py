@@ -286,7 +286,7 @@ def test_two_supervisors_split_word_count(cluster, tmp_path):
     assert a.roles()[("tmaster", 0)] == st["pid"]
 
     # the plan: 0600, every container's tcp endpoint, local sockets and secrets only for its own
-    plan_path = os.path.join(b.data, "run", "wc", "v1", "plan.json")
+    plan_path = os.path.join(b.data, "run", "wc", "plan.json")
     assert stat.S_IMODE(os.stat(plan_path).st_mode) == 0o600
     plan = RunPlan.load(plan_path)
     assert plan.stmgrs[0] == {"tcp": f"tcp://{HOST}:{a.base}"} and "ipc" in plan.stmgrs[1]
@@ -364,9 +364,10 @@ def test_restart_after_kill_and_version_bump(cluster, tmp_path):
     new = a.roles()
     st2 = cluster.status("flow", "RUNNING", pid=new[("tmaster", 0)])
     assert st2["tmaster"] == f"tcp://{HOST}:{a.base + 3}" != st["tmaster"]
-    assert os.listdir(os.path.join(a.data, "run", "flow")) == ["v2"]
+    assert os.listdir(os.path.join(a.data, "run", "flow")) == ["plan.json"]
+    assert json.load(open(os.path.join(a.data, "run", "flow", "plan.json")))["tmaster"] == st2["tmaster"]
     for pid in new.values():
-        assert "/run/flow/v2/plan.json" in " ".join(psutil.Process(pid).cmdline())
+        assert "/run/flow/plan.json" in " ".join(psutil.Process(pid).cmdline())
     sink = os.path.join(out, f"sink-{packing.containers[1][0]}.txt")
     wait_for(lambda: os.path.exists(sink) and int(open(sink).read().split()[1]) == new[victim], 20,
              what="tuples flowing under version 2")

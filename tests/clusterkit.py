@@ -1,0 +1,232 @@
+"""A real cluster for the tests: nimbus processes and supervisor processes on loopback
+ports, against the session's real ZooKeeper (a fresh root per cluster), driven
+through the real CLI (``bittern --cluster URL ...``)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+
+import psutil
+
+from conftest import ROOT, processes_of, wait_for
+
+
+def free_range(n, lo=20000, hi=60000):
+    """A base port with ``n`` free ports from it (checked by binding each)."""
+    import random
+    for _ in range(200):
+        base = random.randrange(lo, hi - n)
+        socks = []
+        try:
+            for p in range(base, base + n):
+                s = socket.socket()
+                s.bind(("127.0.0.1", p))
+                socks.append(s)
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise RuntimeError("no free port range")
+
+
+class Daemon:
+    def __init__(self, kind, cmd, log_path, env):
+        self.kind = kind
+        self.cmd = cmd
+        self.log_path = log_path
+        self.log = open(log_path, "ab")
+        self.popen = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                                      start_new_session=True)
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+    def alive(self):
+        return self.popen.poll() is None
+
+    def tail(self, n=30):
+        try:
+            with open(self.log_path, "rb") as f:
+                return b"".join(f.readlines()[-n:]).decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def stop(self, timeout=20.0):
+        if self.alive():
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        self.log.close()
+
+
+class Cluster:
+    def __init__(self, zk, tmp, slots=3):
+        self.zk = zk
+        self.dir = str(tmp)
+        self.root = f"/t-{uuid.uuid4().hex[:10]}"
+        self.slots = slots
+        self.nimbuses = {}
+        self.supervisors = {}
+        self.env = dict(os.environ, PYTHONUNBUFFERED="1", BITTERN_HOME=os.path.join(self.dir, "clihome"))
+        self.env.pop("BITTERN_CLUSTER", None)
+        self.env.pop("BITTERN_TOKEN", None)
+
+    # -- daemons ----------------------------------------------------------------------------
+    def start_nimbus(self, i=0):
+        port = free_range(1)
+        data = os.path.join(self.dir, f"nimbus-{i}")
+        os.makedirs(data, exist_ok=True)
+        d = Daemon("nimbus", [sys.executable, "-m", "nimbus", "--zk", self.zk.hosts, "--zk-root", self.root,
+                              "--port", str(port), "--data-dir", data, "--session-timeout", "4"],
+                   os.path.join(self.dir, f"nimbus-{i}.log"), self.env)
+        d.url = f"http://127.0.0.1:{port}"
+        d.data = data
+        self.nimbuses[i] = d
+        wait_for(lambda: self._healthy(d), timeout=30, what=f"nimbus {i} up\n{d.tail()}")
+        return d
+
+    def _healthy(self, d):
+        if not d.alive():
+            raise AssertionError(f"nimbus exited with {d.popen.returncode}:\n{d.tail()}")
+        try:
+            with urllib.request.urlopen(d.url + "/healthz", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def start_supervisor(self, sid, slots=None):
+        slots = slots or self.slots
+        base = free_range(2 * slots + 1) + 1  # the log server takes base - 1
+        data = os.path.join(self.dir, f"sup-{sid}")
+        os.makedirs(data, exist_ok=True)
+        d = Daemon("supervisor", [sys.executable, "-m", "supervisor", "--cluster", "--zk", self.zk.hosts,
+                                  "--zk-root", self.root, "--host", "127.0.0.1", "--slots", str(slots),
+                                  "--base-port", str(base), "--data-dir", data, "--id", sid],
+                   os.path.join(self.dir, f"sup-{sid}.log"), self.env)
+        d.data = data
+        d.sid = sid
+        self.supervisors[sid] = d
+        wait_for(lambda: sid in [s["id"] for s in self.cluster_info()["supervisors"]] or self._dead(d),
+                 timeout=30, what=f"supervisor {sid} registered")
+        return d
+
+    @staticmethod
+    def _dead(d):
+        if not d.alive():
+            raise AssertionError(f"{d.kind} exited with {d.popen.returncode}:\n{d.tail()}")
+        return False
+
+    @property
+    def token(self):
+        for d in self.nimbuses.values():
+            path = os.path.join(d.data, "token")
+            if os.path.exists(path):
+                return open(path).read().strip()
+        raise AssertionError("no nimbus wrote a token")
+
+    def urls(self):
+        return ",".join(d.url for d in self.nimbuses.values())
+
+    # -- clients ----------------------------------------------------------------------------
+    def cli(self, *args, check=False, timeout=120, token=None, urls=None):
+        env = dict(self.env, BITTERN_TOKEN=token or self.token)
+        r = subprocess.run([sys.executable, "-m", "bittern", "--cluster", urls or self.urls(), *map(str, args)],
+                           env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        if check and r.returncode != 0:
+            raise AssertionError(f"bittern {' '.join(map(str, args))} exited {r.returncode}\n"
+                                 f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}")
+        return r
+
+    def api(self, path, method="GET", body=None, token=None, url=None):
+        req = urllib.request.Request((url or self.leader_url()) + path, method=method,
+                                     data=json.dumps(body).encode() if body is not None else None,
+                                     headers={"Authorization": f"Bearer {token or self.token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def cluster_info(self, url=None):
+        for d in ([url] if url else [n.url for n in self.nimbuses.values() if n.alive()]):
+            try:
+                status, doc = self.api("/api/v1/cluster", url=d)
+                if status == 200:
+                    return doc
+            except OSError:
+                continue
+        raise AssertionError("no nimbus answers")
+
+    def leader_url(self):
+        for d in self.nimbuses.values():
+            if d.alive():
+                try:
+                    req = urllib.request.Request(d.url + "/api/v1/cluster",
+                                                 headers={"Authorization": f"Bearer {self.token}"})
+                    with urllib.request.urlopen(req, timeout=5) as r:
+                        leader = json.loads(r.read()).get("leader")
+                    if leader:
+                        return leader
+                except OSError:
+                    continue
+        raise AssertionError("no nimbus knows a leader")
+
+    def state(self):
+        """A ZooKeeper state manager on this cluster's root (close it)."""
+        from bittern.state.zk import ZkStateManager
+        return ZkStateManager(self.zk.hosts, root=self.root, timeout=4.0)
+
+    def assignment(self, name):
+        with_state = self.state()
+        try:
+            return with_state.assignment(name)
+        finally:
+            with_state.close()
+
+    def topology_pids(self, sid):
+        """Pids of the topology processes a supervisor started (their command lines
+        name its data dir)."""
+        d = self.supervisors[sid]
+        return [p.pid for p in processes_of(os.path.join(d.data, "run")) if p.pid != d.pid]
+
+    def kill9_supervisor(self, sid):
+        """kill -9 a supervisor and every process it started, as a host failure would."""
+        d = self.supervisors[sid]
+        pids = self.topology_pids(sid)
+        for pid in [d.pid] + pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        d.popen.wait()
+        wait_for(lambda: not any(psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE
+                                 for p in pids), timeout=10, what="killed processes gone")
+        return pids
+
+    def stop(self):
+        for d in list(self.supervisors.values()) + list(self.nimbuses.values()):
+            d.stop()
+        deadline = time.monotonic() + 20
+        while processes_of(self.dir) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        leaked = processes_of(self.dir)
+        for p in leaked:
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass
+        assert not leaked, "the cluster left processes behind: " + ", ".join(
+            f"{p.pid} {' '.join(p.cmdline())[:120]}" for p in leaked if psutil.pid_exists(p.pid))
