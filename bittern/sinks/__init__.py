@@ -1,0 +1,14 @@
+"""Exactly-once output: transactional (two-phase commit) sinks and Trident's txid rules.
+
+``TransactionalSink`` is the driver the runtime calls (its module docstring,
+``bittern.sinks.base``, is the call-order contract); ``SinkBolt`` puts one in a
+topology; ``FileSink`` and ``SqliteSink`` are working sinks; ``TxidValue`` and
+``OpaqueValue`` make updates of a store without transactions idempotent.
+"""
+from .base import Inventory, RecoveryReport, SinkBolt, SinkError, TransactionalSink
+from .files import FileSink
+from .idempotent import Applied, DictStore, EncodedStore, OpaqueValue, TxidOrderError, TxidValue
+from .sqlite import SqliteSink
+
+__all__ = ["Applied", "DictStore", "EncodedStore", "FileSink", "Inventory", "OpaqueValue", "RecoveryReport",
+           "SinkBolt", "SinkError", "SqliteSink", "TransactionalSink", "TxidOrderError", "TxidValue"]
