@@ -17,6 +17,8 @@ import socket
 import tempfile
 import time
 
+import psutil
+
 from bittern import logs
 from bittern.proc import module_cmd, spawn, stop_pids
 
@@ -25,6 +27,7 @@ from .backoff import Backoff
 log = logging.getLogger("bittern.supervisor")
 
 STOP_ORDER = ("instance", "stmgr", "tmaster")
+RSS_CHECK_SECS = 1.0
 
 
 def free_port(host="127.0.0.1"):
@@ -48,14 +51,16 @@ def ipc_dir(sub=None):
 
 
 class Proc:
-    def __init__(self, key, cmd, log_path, conf, env=None):
+    def __init__(self, key, cmd, log_path, conf, env=None, rss_limit_mb=0):
         self.key = key
         self.cmd = cmd
+        self.rss_limit = int(rss_limit_mb) << 20  # 0: no limit
         self.log_path = log_path
         self.env = env
         self.popen = None
         self.started_at = 0.0
         self.restarts = 0
+        self.memory_kills = 0
         self.restart_at = None
         self.backoff = Backoff(conf["bittern.restart.backoff.initial.secs"],
                                conf["bittern.restart.backoff.max.secs"],
@@ -88,10 +93,11 @@ class ProcessGroup:
         self.home = home or plan.home
         self.env = env
         self.procs = {}
+        self._next_rss_check = 0.0
         self._build()
 
-    def _add(self, key, cmd, log_path):
-        self.procs[key] = Proc(key, cmd, log_path, self.conf, self.env)
+    def _add(self, key, cmd, log_path, rss_limit_mb=0):
+        self.procs[key] = Proc(key, cmd, log_path, self.conf, self.env, rss_limit_mb)
 
     def _build(self):
         plan, path = self.plan, self.plan_path
@@ -105,7 +111,8 @@ class ProcessGroup:
             for t in plan.packing.containers[c]:
                 comp = plan.packing.task_component[t]
                 self._add(("instance", t), module_cmd("instance", "--plan", path, "--task", t),
-                          logs.instance_log(self.home, plan.name, comp, t))
+                          logs.instance_log(self.home, plan.name, comp, t),
+                          plan.component_config(comp).get("bittern.instance.memory.limit.mb", 0))
 
     def container_of(self, key):
         kind, n = key
@@ -126,8 +133,12 @@ class ProcessGroup:
             p.start()
 
     def check(self, stopping=False):
-        """Restart what died (after its backoff); True if anything was restarted."""
+        """Restart what died (after its backoff); True if anything was restarted.
+        Instances over their memory limit are killed first (and so restarted)."""
         now = time.monotonic()
+        if now >= self._next_rss_check:
+            self._next_rss_check = now + RSS_CHECK_SECS
+            self.enforce_memory()
         changed = False
         for p in self.procs.values():
             if p.restart_at is not None:
@@ -147,6 +158,27 @@ class ProcessGroup:
             log.warning("%s: %s-%s (pid %d) exited with %s after %.1fs; restarting in %.1fs",
                         self.plan.name, *p.key, p.pid, rc, ran, delay)
         return changed
+
+    def enforce_memory(self):
+        """``bittern.instance.memory.limit.mb`` (per component; 0: none): an instance whose
+        RSS is over it is killed and restarted like any process that died, with the
+        cause in the supervisor's log. RSS is watched rather than RLIMIT_AS set, because
+        an address-space limit breaks processes that map much more than they touch (a
+        JVM started by a PySpark spout, numpy's allocator)."""
+        for p in self.procs.values():
+            if not p.rss_limit or not p.alive():
+                continue
+            try:
+                rss = psutil.Process(p.pid).memory_info().rss
+            except psutil.NoSuchProcess:
+                continue
+            if rss > p.rss_limit:
+                log.error("%s: %s-%s (pid %d) uses %d MB, over its limit of %d MB "
+                          "(bittern.instance.memory.limit.mb): killed, it will be restarted",
+                          self.plan.name, *p.key, p.pid, rss >> 20, p.rss_limit >> 20)
+                p.popen.kill()
+                p.popen.wait()
+                p.memory_kills += 1
 
     def shutdown(self, timeout=None):
         stop_groups([self], timeout)

@@ -335,7 +335,7 @@ class SinkBolt(Bolt):
 
         class CountsOut(SinkBolt):
             def make_sink(self, config, context):
-                return FileSink(config["counts.dir"], "counts")
+                return FileSink(config.get("counts_dir", "out"), "counts")
     """
 
     sink: TransactionalSink = None
