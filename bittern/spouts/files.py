@@ -29,6 +29,14 @@ acker (there is no replay in ``ATLEAST_ONCE`` mode; at most once, as with any
 spout that emits without ids). When every file of the task has been read the
 spout calls ``self.done()`` (so ``bittern run --until-done`` stops).
 
+Under exactly once the last lines are only visible at a transactional sink once a
+checkpoint taken after them is complete; ``spout.files.done.after.checkpoints =
+k`` (default 0) makes a stateful spout wait, after its last line, for *k* more
+checkpoints (``pre_save`` calls) before it calls ``done()``. With k = 2 the
+checkpoint that covers the last line was complete (or given up) before the
+spout is done: the coordinator starts a checkpoint only when none is in flight.
+A rollback rewinds the spout and it says ``done()`` again when it reaches the end.
+
 The offset, exactly once
 ========================
 The offset is (file index in the task's list, byte position, line number): the
@@ -115,11 +123,13 @@ class FileSpout(Spout):
         if self.batch < 1:
             raise FileSpoutError(f"spout.files.batch must be >= 1, got {self.batch!r}")
         self.encoding_errors = str(config.get("spout.files.encoding.errors", "replace"))
+        self.done_after_checkpoints = int(config.get("spout.files.done.after.checkpoints", 0))
         index, par = self._task_position(context)
         self.all_files = resolve_files(config.get("spout.files"))
         self.files = shard(self.all_files, index, par)
         self._f = None
-        self._exhausted = False
+        self._exhausted = self._said_done = False
+        self._saves_since_end = 0
         self._restored = getattr(self, "_restored", None)
         if not hasattr(self, "_offset"):
             self._offset = self._START
@@ -138,7 +148,8 @@ class FileSpout(Spout):
         self.state = state
         saved = state.get(OFFSET_KEY)
         self._close_file()
-        self._exhausted = False
+        self._exhausted = self._said_done = False
+        self._saves_since_end = 0
         if saved is None:
             self._offset = self._START
             self._restored = None
@@ -153,6 +164,9 @@ class FileSpout(Spout):
         state = getattr(self, "state", None)
         if state is not None:
             state.put(OFFSET_KEY, self.offset_doc())
+        if self._exhausted:
+            self._saves_since_end += 1
+            self._maybe_done()
 
     def close(self):
         self._close_file()
@@ -241,9 +255,17 @@ class FileSpout(Spout):
             item = self.read_line()
             if item is None:
                 self._exhausted = True
-                self.done()
+                self._saves_since_end = 0
+                self._maybe_done()
                 return
             emit(values(*item))
+
+    def _maybe_done(self):
+        if self._said_done or not self._exhausted:
+            return
+        if getattr(self, "state", None) is None or self._saves_since_end >= self.done_after_checkpoints:
+            self._said_done = True
+            self.done()
 
 
 class PositionedFileSpout(FileSpout):

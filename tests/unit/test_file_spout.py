@@ -223,3 +223,20 @@ def test_bad_config(corpus):
         Run(str(corpus / "b.txt"), **{"spout.files.batch": 0})
     with pytest.raises(FileSpoutError, match="must be a string or a list"):
         Run(42)
+
+
+def test_done_after_checkpoints_waits_for_checkpoints_past_the_end(corpus):
+    r = Run(str(corpus / "b.txt"), state=State(), **{"spout.files.done.after.checkpoints": 2})
+    r.step(12)
+    assert len(r.out) == 10 and r.done == 0  # at the end, but the end is not checkpointed yet
+    r.spout.pre_save(1)
+    r.step(3)
+    assert r.done == 0
+    r.spout.pre_save(2)
+    assert r.done == 1
+    r.spout.pre_save(3)
+    r.step(2)
+    assert r.done == 1 and len(r.out) == 10
+    # without exactly once (no init_state, so no pre_save ever comes) it is done at the end
+    plain = Run(str(corpus / "b.txt"), **{"spout.files.done.after.checkpoints": 2})
+    assert len(plain.drain()) == 10
