@@ -17,6 +17,10 @@ Rows (pick with ``--only``, comma-separated, a prefix matches: ``amo``, ``bitter
   throughput run (N sentences as fast as possible: sentences/s, words/s, startup,
   peak RSS of the whole process tree) followed by a latency run at half the rate
   just measured (p50/p99 end-to-end latency: spout emit -> count bolt).
+* ``eo-111``: the same word count exactly once (``EFFECTIVELY_ONCE``, a checkpoint
+  every second: ``topology.stateful.checkpoint.interval.seconds=1``), 1-1-1 in one
+  container; the spout's position and the counts (keyed) are checkpointed state
+  (``BENCH_STATEFUL=1``). Compared with ``alo-111`` (target EO / ALO >= 0.75).
 * ``idle-latency``: one sentence every 200 ms; the median time a word takes to
   cross the topology.
 * ``idle-cpu``: a topology whose spout emits nothing, for ~10 s: CPU % and RSS of
@@ -83,6 +87,10 @@ BITTERN_ROWS = {  # key: (reliability mode, parallelism spout,split,count, conta
     "alo-111": ("ATLEAST_ONCE", "1,1,1", 1),
     "amo-122": ("ATMOST_ONCE", "1,2,2", 2),
     "alo-122": ("ATLEAST_ONCE", "1,2,2", 2),
+    "eo-111": ("EFFECTIVELY_ONCE", "1,1,1", 1),
+}
+ROW_CONFIG = {  # extra config of a row (before --config)
+    "eo-111": {"topology.stateful.checkpoint.interval.seconds": 1},
 }
 PROBES = ["idle-latency", "idle-cpu"]
 PEER_ROWS = ["plain", "zmq", "bytewax"]
@@ -91,6 +99,7 @@ PEER_ROWS = ["plain", "zmq", "bytewax"]
 TARGET_VS_BYTEWAX = 1.0
 TARGET_VS_ZMQ = 0.30
 TARGET_ALO_OVER_AMO = 0.60
+TARGET_EO_OVER_ALO = 0.75
 TARGET_P99_MS = 50.0
 TARGET_IDLE_CROSS_MS = 10.0
 TARGET_IDLE_CPU_PCT = 1.0
@@ -366,10 +375,11 @@ class BitternRunner:
             c += ["--config", f"{k}={v}"]
         return c
 
-    def env(self, mode, par):
+    def env(self, mode, par, rel=None):
         # PYTHONPATH: the engine under test is the one of this tree, whatever is installed
         pp = os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
         return {"BITTERN_HOME": self.home, "BENCH_MODE": mode, "BENCH_PAR": par,
+                "BENCH_STATEFUL": "1" if rel == "EFFECTIVELY_ONCE" else "0",
                 "PYTHONUNBUFFERED": "1", "PYTHONPATH": pp}
 
     def name(self, tag):
@@ -398,11 +408,12 @@ class BitternRunner:
         """One run of word count in ``mode`` (throughput | latency)."""
         rel, par, stmgrs = BITTERN_ROWS[row] if row in BITTERN_ROWS else ("ATMOST_ONCE", "1,1,1", 1)
         confs = {"topology.reliability.mode": rel, "topology.stmgrs": stmgrs, "bench.sentences": n}
+        confs.update(ROW_CONFIG.get(row, {}))
         confs.update(self.extra)
         if rate:
             confs["bench.rate"] = round(rate, 3)
         name = self.name(row)
-        m = Measured(self.cmd(name, confs), self.env(mode, par), timeout=timeout or self.args.timeout).wait()
+        m = Measured(self.cmd(name, confs), self.env(mode, par, rel), timeout=timeout or self.args.timeout).wait()
         rec = m.base_record()
         rec.update({"peer": "bittern", "row": row, "mode": mode, "reliability": rel, "par": par,
                     "stmgrs": stmgrs, "sentences_target": n})
@@ -847,6 +858,9 @@ class Report:
             if f"alo-{par}" in self.rows_present("throughput") and f"amo-{par}" in self.rows_present("throughput"):
                 ratios.append((f"ALO / AMO {par[0]}-{par[1]}-{par[2]}", self.ratio(f"alo-{par}", f"amo-{par}"),
                                f">= {TARGET_ALO_OVER_AMO:.2f}", TARGET_ALO_OVER_AMO))
+            if f"eo-{par}" in self.rows_present("throughput") and f"alo-{par}" in self.rows_present("throughput"):
+                ratios.append((f"EO / ALO {par[0]}-{par[1]}-{par[2]}", self.ratio(f"eo-{par}", f"alo-{par}"),
+                               f">= {TARGET_EO_OVER_ALO:.2f}", TARGET_EO_OVER_ALO))
         for rel in ("amo", "alo"):
             if f"{rel}-122" in self.rows_present("throughput") and f"{rel}-111" in self.rows_present("throughput"):
                 ratios.append((f"{rel.upper()} 1-2-2 (2 containers) / 1-1-1", self.ratio(f"{rel}-122", f"{rel}-111"),

@@ -15,6 +15,9 @@ the same values):
   ``latency`` (emit N sentences at ``bench.rate`` sentences/s, each stamped with its
   emit time; the count bolt records the end-to-end latency of sampled words) or
   ``idle`` (the spout emits nothing).
+* ``BENCH_STATEFUL`` = ``1`` for the exactly-once rows: the spout keeps its position
+  and the count bolt its counts (keyed) in checkpointed state (``init_state`` /
+  ``pre_save``); otherwise the components have no state API at all, as before.
 
 Read from the component config (``--config k=v``):
 
@@ -203,9 +206,71 @@ class LatencyCountBolt(CountBolt):
                counts=self.counts, lat_ms=[round(x * 1000, 3) for x in self.lat])
 
 
-SPOUT = {"throughput": SentenceSpout, "latency": PacedSentenceSpout, "idle": IdleSpout}[MODE]
+# --- exactly once (BENCH_STATEFUL=1) -------------------------------------------------------
+
+class StatefulSpout:
+    """The spout's position (sentences emitted) in its checkpointed state, so a restore
+    rewinds it; the other rows use the plain spouts, untouched."""
+
+    def initialize(self, config, context):
+        super().initialize(config, context)
+        state = getattr(self, "bench_state", None)
+        if state is not None:  # init_state came first
+            self.i = state.get("i", 0)
+
+    def init_state(self, state):
+        self.bench_state = state
+        self.i = state.get("i", 0)
+
+    def pre_save(self, checkpoint_id):
+        self.bench_state.put("i", self.i)
+
+
+class StatefulCount:
+    """Counts in keyed state. The hot path stays a dict update; ``pre_save`` moves the
+    counts into ``state.keyed`` (a put checks and hashes its key: too dear per word),
+    and ``init_state`` reads them back."""
+
+    def initialize(self, config, context):
+        restored = getattr(self, "counts", None)
+        super().initialize(config, context)
+        if restored is not None:  # init_state came first
+            self.counts = restored
+
+    def init_state(self, state):
+        self.keyed = state.keyed
+        self.counts = dict(state.keyed.items())
+
+    def pre_save(self, checkpoint_id):
+        put = self.keyed.put
+        for word, n in self.counts.items():
+            put(word, n)
+
+
+class StatefulSentenceSpout(StatefulSpout, SentenceSpout):
+    pass
+
+
+class StatefulPacedSentenceSpout(StatefulSpout, PacedSentenceSpout):
+    pass
+
+
+class StatefulCountBolt(StatefulCount, CountBolt):
+    pass
+
+
+class StatefulLatencyCountBolt(StatefulCount, LatencyCountBolt):
+    pass
+
+
+STATEFUL = os.environ.get("BENCH_STATEFUL", "0") == "1"
+if STATEFUL:
+    SPOUT = {"throughput": StatefulSentenceSpout, "latency": StatefulPacedSentenceSpout, "idle": IdleSpout}[MODE]
+    COUNT = StatefulLatencyCountBolt if MODE == "latency" else StatefulCountBolt
+else:
+    SPOUT = {"throughput": SentenceSpout, "latency": PacedSentenceSpout, "idle": IdleSpout}[MODE]
+    COUNT = LatencyCountBolt if MODE == "latency" else CountBolt
 SPLIT = StampedSplitBolt if MODE == "latency" else SplitBolt
-COUNT = LatencyCountBolt if MODE == "latency" else CountBolt
 
 builder = TopologyBuilder("bench_wc")
 sentence = builder.add_spout("sentence", SPOUT, par=PAR[0])

@@ -1,0 +1,177 @@
+"""Exactly once with real processes (topology.reliability.mode = EFFECTIVELY_ONCE):
+whatever is killed, the committed output holds every number once, and the keyed
+counts are the ones a direct computation gives.
+
+The checkpoint store's own crash tests (a writer killed before or at the rename
+leaves no visible file, the old file stays whole) are in
+tests/unit/test_checkpoint_store.py; here a spout process dies inside its
+checkpoint save, in the running topology, and the topology recovers from the
+previous complete checkpoint.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import random
+import signal
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from conftest import EXAMPLES, TOPOLOGIES, wait_for
+
+SEQ = os.path.join(TOPOLOGIES, "exactly_once_seq.py")
+N = 20000
+K = 7
+RATE = 1500
+
+
+def committed_rows(out):
+    """Rows of the sink's committed files only (``seq-<checkpoint>-<task>.jsonl``)."""
+    rows = []
+    for path in glob.glob(os.path.join(out, "sink", "seq-*-*.jsonl")):
+        try:
+            with open(path) as f:
+                rows += [json.loads(line) for line in f if line.strip()]
+        except FileNotFoundError:  # (committed files are never removed; defensive)
+            pass
+    return rows
+
+
+def pid_of(out, component, task=None):
+    names = sorted(os.listdir(os.path.join(out, "pids")))
+    picks = [n for n in names if n.startswith(component + "-") and (task is None or n == f"{component}-{task}")]
+    with open(os.path.join(out, "pids", picks[0])) as f:
+        return int(f.read()), int(picks[0].rsplit("-", 1)[1])
+
+
+def kill9(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def check_exactly_once(rows, n=N, keys=K):
+    numbers = Counter(r[0] for r in rows)
+    dups = {x: c for x, c in numbers.items() if c > 1}
+    missing = set(range(n)) - set(numbers)
+    assert not dups, f"{len(dups)} numbers committed more than once, e.g. {sorted(dups.items())[:10]}"
+    assert not missing, f"{len(missing)} numbers never committed, e.g. {sorted(missing)[:10]}"
+    assert len(rows) == n
+    want = Counter(x % keys for x in range(n))
+    by_key = {}
+    for x, key, count in rows:
+        assert key == x % keys, (x, key)
+        by_key.setdefault(key, []).append(count)
+    for key, counts in by_key.items():
+        # each key's running count went 1, 2, ... exactly once: no update lost or applied twice
+        assert sorted(counts) == list(range(1, want[key] + 1)), \
+            f"key {key}: counts {Counter(counts).most_common(3)}..., want 1..{want[key]} once each"
+    assert {k: max(c) for k, c in by_key.items()} == dict(want)
+
+
+def submit(bittern, name, out, n=N, rate=RATE, extra=()):
+    args = ["submit", SEQ, "--name", name, "--config", f"test.out={out}", "--config", f"test.count={n}",
+            "--config", f"test.rate={rate}", "--config", f"test.keys={K}"]
+    for kv in extra:
+        args += ["--config", kv]
+    bittern(*args, check=True)
+
+
+def wait_committed(out, n, timeout, what):
+    t0 = time.monotonic()
+    wait_for(lambda: len(committed_rows(out)) >= n, timeout=timeout, interval=0.25, what=what)
+    return time.monotonic() - t0
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_exactly_once_when_a_bolt_a_stmgr_and_the_spout_are_killed(bittern, tmp_path, seed):
+    rng = random.Random(seed)
+    out = str(tmp_path / "out")
+    name = f"eo{seed}"
+    t_start = time.monotonic()
+    submit(bittern, name, out)
+    log = []
+    try:
+        def progress(at_least, timeout=40, what=""):
+            wait_for(lambda: len(committed_rows(out)) >= at_least, timeout=timeout, interval=0.1,
+                     what=f"{at_least} committed rows {what}")
+
+        progress(1000, timeout=60, what="(first checkpoints complete)")
+        # 1. a count bolt instance
+        time.sleep(rng.uniform(0.0, 1.5))
+        task = rng.choice(sorted(int(n.rsplit("-", 1)[1]) for n in os.listdir(os.path.join(out, "pids"))
+                                 if n.startswith("count-")))
+        pid, _ = pid_of(out, "count", task)
+        kill9(pid)
+        log.append((round(time.monotonic() - t_start, 1), f"count task {task}", len(committed_rows(out))))
+        base = len(committed_rows(out))
+        progress(base + 2000, what="after killing a count bolt")
+        # 2. a stream manager
+        time.sleep(rng.uniform(0.0, 1.5))
+        container = rng.choice([0, 1])
+        kill9(bittern.processes(name)[f"stmgr-{container}"]["pid"])
+        log.append((round(time.monotonic() - t_start, 1), f"stmgr-{container}", len(committed_rows(out))))
+        base = len(committed_rows(out))
+        progress(base + 2000, what=f"after killing stmgr-{container}")
+        # 3. the spout instance
+        time.sleep(rng.uniform(0.0, 1.5))
+        pid, task = pid_of(out, "spout")
+        kill9(pid)
+        log.append((round(time.monotonic() - t_start, 1), f"spout task {task}", len(committed_rows(out))))
+        wait_committed(out, N, timeout=120, what=f"{N} committed rows")
+        time.sleep(1.5)  # anything committed late (a duplicate) shows up too
+        rows = committed_rows(out)
+        restarts = {k: v["restarts"] for k, v in bittern.processes(name).items() if v["restarts"]}
+        print(f"seed {seed}: kills (s, what, committed rows then) {log}; restarts {restarts}; "
+              f"{len(rows)} rows in {len(glob.glob(os.path.join(out, 'sink', 'seq-*.jsonl')))} committed files; "
+              f"{time.monotonic() - t_start:.1f}s")
+        check_exactly_once(rows)
+        assert restarts.get(f"stmgr-{container}", 0) >= 1, restarts
+        assert sum(v for k, v in restarts.items() if k.startswith("instance-")) >= 2, restarts
+    finally:
+        bittern("kill", name, check=True)
+
+
+def test_a_crash_inside_a_checkpoint_save_recovers_from_the_previous_checkpoint(bittern, tmp_path):
+    """The spout process dies while writing its state file (at the fsync), and again
+    later at the rename that would publish it: neither checkpoint can complete, the
+    previous complete one is restored, and the output is still exactly once."""
+    out = str(tmp_path / "out")
+    n = 12000
+    t_start = time.monotonic()
+    submit(bittern, "eocrash", out, n=n, extra=["test.crash.saves=fsync@3,rename@8"])
+    try:
+        wait_committed(out, n, timeout=120, what=f"{n} committed rows")
+        time.sleep(1.5)
+        crashed = {p: open(os.path.join(out, f"crashed-{p}")).read().strip()
+                   for p in ("fsync", "rename") if os.path.exists(os.path.join(out, f"crashed-{p}"))}
+        assert set(crashed) == {"fsync", "rename"}, f"the crash hooks fired at {crashed} only"
+        restarts = {k: v["restarts"] for k, v in bittern.processes("eocrash").items() if v["restarts"]}
+        print(f"crashed in checkpoint saves {crashed}; restarts {restarts}; {time.monotonic() - t_start:.1f}s")
+        check_exactly_once(committed_rows(out), n=n)
+        assert sum(restarts.values()) >= 2, restarts
+    finally:
+        bittern("kill", "eocrash", check=True)
+
+
+def test_the_exactly_once_word_count_example(bittern, tmp_path):
+    """``bittern run topologies/exactly_once_word_count.py --until-done`` commits exact counts."""
+    out, inp = str(tmp_path / "wc-out"), str(tmp_path / "wc-in")
+    lines = 3000
+    r = bittern("run", os.path.join(EXAMPLES, "exactly_once_word_count.py"), "--until-done", "--duration", "90",
+                "--json", "--config", f"wordcount.lines={lines}", "--config", f"wordcount.input.dir={inp}",
+                "--config", f"wordcount.output.dir={out}", timeout=150, check=True)
+    assert len(glob.glob(os.path.join(inp, "part-*.txt"))) == 4
+    sys.path.insert(0, EXAMPLES)
+    try:
+        import exactly_once_word_count as wc
+    finally:
+        sys.path.remove(EXAMPLES)
+    got, want = wc.committed_counts(out), wc.expected_counts(lines)
+    assert got == want, (f"{sum(got.values())} words committed, {sum(want.values())} expected\n"
+                         f"{r.stdout[-1500:]}\n{r.stderr[-1500:]}")
