@@ -80,6 +80,7 @@ class Cluster:
         self.slots = slots
         self.nimbuses = {}
         self.supervisors = {}
+        self.hosts = {}  # supervisor id -> its address
         self.env = dict(os.environ, PYTHONUNBUFFERED="1", BITTERN_HOME=os.path.join(self.dir, "clihome"))
         self.env.pop("BITTERN_CLUSTER", None)
         self.env.pop("BITTERN_TOKEN", None)
@@ -108,12 +109,16 @@ class Cluster:
             return False
 
     def start_supervisor(self, sid, slots=None):
+        """Each supervisor gets its own loopback address (127.0.0.2, .3, ...: Linux
+        routes all of 127/8 to lo), so containers on different "hosts" really talk
+        over different addresses."""
         slots = slots or self.slots
+        host = self.hosts.setdefault(sid, f"127.0.0.{len(self.hosts) + 2}")
         base = free_range(2 * slots + 1) + 1  # the log server takes base - 1
         data = os.path.join(self.dir, f"sup-{sid}")
         os.makedirs(data, exist_ok=True)
         d = Daemon("supervisor", [sys.executable, "-m", "supervisor", "--cluster", "--zk", self.zk.hosts,
-                                  "--zk-root", self.root, "--host", "127.0.0.1", "--slots", str(slots),
+                                  "--zk-root", self.root, "--host", host, "--slots", str(slots),
                                   "--base-port", str(base), "--data-dir", data, "--id", sid],
                    os.path.join(self.dir, f"sup-{sid}.log"), self.env)
         d.data = data

@@ -56,6 +56,7 @@ def test_word_count_across_two_supervisors_is_exact_and_kill_stops_everything(cl
     assert "wc" in r.stdout
     asg = cluster.assignment("wc")
     assert {w["supervisor"] for w in asg["containers"].values()} == {"a", "b"}, asg["containers"]
+    assert {w["host"] for w in asg["containers"].values()} == {"127.0.0.2", "127.0.0.3"}
     assert cluster.topology_pids("a") and cluster.topology_pids("b")
     rows = json.loads(cluster.cli("list", "--json", check=True).stdout)
     assert [(r["name"], r["state"]) for r in rows] == [("wc", "RUNNING")]
