@@ -471,21 +471,26 @@ class Api:
 
 
 # -- serving ----------------------------------------------------------------------------
+def write_answer(handler, status, ctype, body, headers=()):
+    """Send one complete answer (no caching; the body left out for HEAD)."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", ctype)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.send_header("Cache-Control", "no-store")
+    for k, v in headers:
+        handler.send_header(k, v)
+    handler.end_headers()
+    if handler.command != "HEAD":
+        handler.wfile.write(body)
+
+
 class Handler(BaseHTTPRequestHandler):
     server_version = f"bittern/{__version__}"
     protocol_version = "HTTP/1.1"
 
     def _answer(self):
         status, ctype, body = self.server.api.handle(self.command, self.path, self.headers.get("Accept"))
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        if status == 405:
-            self.send_header("Allow", "GET, HEAD")
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        write_answer(self, status, ctype, body, [("Allow", "GET, HEAD")] if status == 405 else ())
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _answer
 
@@ -496,10 +501,11 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    handler = Handler
 
     def __init__(self, address, api):
         self.api = api
-        super().__init__(address, Handler)
+        super().__init__(address, self.handler)
 
     @property
     def url(self):

@@ -51,7 +51,10 @@ class LocalSource:
         if rec is None or not status.get("tmaster") or (sup and not pid_alive(sup)):
             self.drop(name)
             raise TopologyGone(f"topology {name!r} is not running")
-        endpoint = status["tmaster"]
+        return self._client_for(name, status["tmaster"])
+
+    def _client_for(self, name, endpoint):
+        """The cached client of ``name``'s topology master, anew if it moved."""
         cached = self._clients.get(name)
         if cached and cached[0] == endpoint:
             return cached[1]

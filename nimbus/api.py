@@ -13,11 +13,12 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from bittern import __version__, archive, auth
-from bittern.httpapi import JSON_TYPE, Api, dump_json
+from bittern import httpapi
+from bittern.httpapi import JSON_TYPE, Api, dump_json, write_answer
 
 from .daemon import ApiError
 
@@ -175,15 +176,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             data = self.rfile.read(length) if length else b""
             status, ctype, body, extra = self.server.api.handle(self.command, self.path, self.headers, data)
-        self.send_response(status)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("Cache-Control", "no-store")
-        for k, v in extra.items():
-            self.send_header(k, v)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        write_answer(self, status, ctype, body, extra.items())
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = _answer
 
@@ -191,10 +184,5 @@ class Handler(BaseHTTPRequestHandler):
         log.info("%s %s", self.address_string(), fmt % args)
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, address, api):
-        self.api = api
-        super().__init__(address, Handler)
+class Server(httpapi.Server):
+    handler = Handler

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 
-from bittern.client import TMClient
 from bittern.monitor import LocalSource, TopologyGone
 
 
@@ -61,14 +60,7 @@ class ClusterSource(LocalSource):
             self.drop(name)
             raise TopologyGone(f"topology {name!r} is not running" if phase is None
                                else f"topology {name!r} is {phase}")
-        endpoint = status["tmaster"]
-        cached = self._clients.get(name)
-        if cached and cached[0] == endpoint:
-            return cached[1]
-        self.drop(name)
-        client = TMClient(endpoint)
-        self._clients[name] = (endpoint, client)
-        return client
+        return self._client_for(name, status["tmaster"])
 
     def topology(self, name):
         rec = self.state.topology(name)
