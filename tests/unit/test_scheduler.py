@@ -65,3 +65,16 @@ def test_assignment_endpoints_follow_from_host_and_slot():
     assert asg["keys"]["0"] == {"public": "p0"}
     assert used_slots({"t": asg}) == {("b", 2), ("a", 0)}
     assert free_slots(SUPS, used_slots({"t": asg})) == {"a": [1], "b": [0, 1]}
+
+
+def test_log_files_map_to_their_containers():
+    from nimbus.api import _container_of, _file_names
+    packing = round_robin({"a": 2, "b": 2}, 2)  # tasks 1..4, containers 0: 1,3; 1: 2,4
+    asg = {"packing": packing.to_dict(),
+           "containers": {"0": {"supervisor": "x"}, "1": {"supervisor": "y"}}}
+    assert _container_of("tmaster.log", asg, "x") == 0
+    assert _container_of("stmgr-1.log", asg, "y") == 1
+    assert _container_of("b-4.log", asg, "y") == 1 and _container_of("a-1.log", asg, "x") == 0
+    assert _container_of("supervisor.log", asg, "y") == 1  # no container in the name: the supervisor's
+    assert _file_names(["a.log", {"file": "b.log"}]) == ["a.log", "b.log"]
+    assert _file_names({"files": ["c.log"]}) == ["c.log"]
