@@ -6,7 +6,10 @@ identity frame) is a one-byte kind:
 * ``DATA``: ``[DATA, dest_task(4 bytes), batch]`` from an instance or a peer stream
   manager; ``[DATA, batch]`` to an instance. ``batch`` is opaque to stream managers:
   ``[src_task, stream, [values, ...], [msgid, ...] | None]`` encoded by the topology's
-  serializer (one batch per source task, stream and destination task).
+  serializer (one batch per source task, stream and destination task). Under
+  EFFECTIVELY_ONCE a batch has a fifth element, the sender's epoch, and a checkpoint
+  barrier is a DATA frame whose batch is ``[src_task, BARRIER_STREAM, checkpoint id,
+  epoch]`` (see docs/EXACTLY_ONCE.md).
 * ``ACK``: like ``DATA``, to a spout task; the batch is ``[[root, xor, ...], [failed root, ...]]``.
 * ``CTRL``: ``[CTRL, msgpack map]`` with an ``op`` key (see :class:`Op`).
 
@@ -69,6 +72,23 @@ class Op:
     STATUS = "status"
     GET_METRICS = "get_metrics"  # {window}: the metrics document
     ERRORS = "errors"  # {component?, limit?}: recent exceptions, newest first
+    # exactly once (docs/EXACTLY_ONCE.md); stream managers relay these without reading them:
+    # topology master -> every instance
+    CKPT_START = "ckpt_start"  # {id, epoch}: spouts take checkpoint id (bolts ignore it)
+    CKPT_COMMIT = "ckpt_commit"  # {id}: checkpoint id is complete (sinks commit)
+    RESTORE = "restore"  # {id or None, epoch}: roll back to checkpoint id, enter epoch
+    RESUME = "resume"  # {epoch}: every task restored; spouts may emit again
+    # instance -> topology master
+    CKPT_SAVED = "ckpt_saved"  # {task, id, epoch, bytes, align_ms}
+    RESTORED = "restored"  # {task, epoch}
+
+
+#: Control ops the stream manager relays as they are: topology master -> every local
+#: instance, and instance -> topology master.
+CKPT_TO_INSTANCES = frozenset({Op.CKPT_START, Op.CKPT_COMMIT, Op.RESTORE, Op.RESUME})
+CKPT_TO_TMASTER = frozenset({Op.CKPT_SAVED, Op.RESTORED})
+#: The stream name of a checkpoint barrier in a DATA frame's batch.
+BARRIER_STREAM = "__barrier"
 
 
 _ctrl_packb = msgpack.Packer(use_bin_type=True).pack

@@ -10,6 +10,8 @@ from bittern.api.tuple import Tuple, tick_tuple
 from bittern.errors import SchemaError
 
 from .acking import AckBuffer
+from .alignment import BUFFER, DELIVER, Abandoned, Aligned, BarrierAligner, Ignored, Overflow
+from .emitter import upstream_tasks
 from .runtime import Crash, Instance
 from .stats import LatencyStat
 
@@ -32,6 +34,18 @@ class BoltInstance(Instance):
         # edges emitted anchored to it is kept by the emitter (anchor_acc).
         self._cur = None
         self._held = {}  # id(tuple) -> [tuple, acc, received]: tuples kept past process()
+        if self.eo:
+            self.on_data = self.on_data_eo
+            self.channels = upstream_tasks(plan, self.component)
+            self.aligner = None  # made in setup, when the buffer bound is known
+            self._align_start = 0.0
+            self.counters["__dropped-tuples"] = 0  # from before a rollback
+            self.counters["__checkpoints-abandoned"] = 0
+
+    def setup(self):
+        super().setup()
+        if self.eo:
+            self.aligner = BarrierAligner(self.channels, self.barrier_max)
 
     # -- binding ------------------------------------------------------------------------
     def bind(self, obj):
@@ -131,6 +145,71 @@ class BoltInstance(Instance):
         self.counters["__execute-count"] += n
         if self.ackbuf.count >= ACK_FLUSH_ENTRIES:
             self.send_acks(self.ackbuf)
+
+    # -- exactly once -------------------------------------------------------------------
+    def on_data_eo(self, payload):
+        """A batch ``[src, stream, values, msgids, epoch]`` or a barrier ``[src,
+        "__barrier", id, epoch]``. Anything of another epoch is from before a rollback
+        (or reaches a task that has not restored yet) and is dropped. Data goes through
+        the aligner: held while its channel already delivered the barrier being aligned."""
+        b = self._loads(payload)
+        if b[-1] != self.epoch:
+            if len(b) == 5:
+                self.counters["__dropped-tuples"] += len(b[2])
+            return
+        src = b[0]
+        al = self.aligner
+        if len(b) == 4:
+            if al.aligning is None:
+                self._align_start = time.monotonic()
+            self.on_barrier(al.on_barrier(src, b[2]))
+            return
+        r = al.on_data(src, len(b[2]), b)
+        if r is DELIVER:
+            self.process_batch(b)
+        elif r is not BUFFER:  # Overflow: the checkpoint is given up, the data flows
+            log.warning("%s[task %d]: checkpoint %d abandoned: more than %d tuples held while aligning",
+                        self.component, self.task, r.checkpoint_id, al.max_buffered)
+            self.counters["__checkpoints-abandoned"] += 1
+            self.process_released()
+
+    def on_barrier(self, r):
+        if r is None:
+            return  # waiting for other inputs
+        if isinstance(r, Aligned):
+            self.take_checkpoint(r.checkpoint_id, (time.monotonic() - self._align_start) * 1000.0)
+            self.process_released()
+        elif isinstance(r, Abandoned):
+            log.info("%s[task %d]: checkpoint %d abandoned: barrier %d arrived first", self.component,
+                     self.task, r.checkpoint_id, r.by)
+            self.counters["__checkpoints-abandoned"] += 1
+            self._align_start = time.monotonic()
+            self.process_released()
+        elif isinstance(r, Ignored):
+            log.debug("%s[task %d]: %s", self.component, self.task, r.reason)
+
+    def process_released(self):
+        for _, b in self.aligner.release():
+            self.process_batch(b)
+
+    def process_batch(self, b):
+        src, stream, vals = b[0], b[1], b[2]
+        comp = self.task_component[src]
+        process = self.obj.process
+        t0 = time.monotonic()
+        for v in vals:
+            tup = _new_tuple(Tuple, (None, comp, stream, src, v))
+            try:
+                process(tup)
+            except Exception as e:  # noqa: BLE001 - user code: log, count, keep serving
+                self._process_error(tup, e)
+        n = len(vals)
+        if n:
+            self.execute_latency.add((time.monotonic() - t0) / n, n)
+            self.counters["__execute-count"] += n
+
+    def reset_inputs(self):
+        self.aligner = BarrierAligner(self.channels, self.barrier_max)
 
     def _process_tracked(self, vals, mids, comp, stream, src, process, t0):
         """The reliable loop. The common case, an auto-acked input of one tree, is folded

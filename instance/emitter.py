@@ -12,14 +12,15 @@ import time
 
 from bittern.api.stream import DEFAULT_STREAM
 from bittern.errors import SchemaError
-from bittern.wire import DATA, task_bytes
+from bittern.wire import BARRIER_STREAM, DATA, task_bytes
 
 from .acking import _getrandbits, new_edge
 from .grouping import StreamRouter, make_chooser
 
 
-def build_routers(plan, component, context):
-    """One :class:`StreamRouter` per output stream of ``component``."""
+def build_routers(plan, component, context, key_groups=None):
+    """One :class:`StreamRouter` per output stream of ``component``; ``key_groups``
+    under EFFECTIVELY_ONCE (fields grouping routes by key group)."""
     tdef, packing = plan.topology, plan.packing
     comp_tasks = packing.component_tasks
     local = set(packing.containers[packing.task_container[context.task_id]])
@@ -32,10 +33,32 @@ def build_routers(plan, component, context):
                 direct_tasks.extend(tasks)
                 continue
             choosers.append(make_chooser(grouping, tasks, decl["fields"], local, context, component,
-                                         stream, where=f"component {bolt!r} input {component!r}"))
+                                         stream, where=f"component {bolt!r} input {component!r}",
+                                         key_groups=key_groups))
         routers[stream] = StreamRouter(component, stream, decl["fields"], decl["direct"], choosers,
                                        direct_tasks)
     return routers
+
+
+def downstream_tasks(plan, component):
+    """Every task of every component subscribed to any stream of ``component``, whatever
+    the grouping: where its checkpoint barriers go (sorted)."""
+    tdef, comp_tasks = plan.topology, plan.packing.component_tasks
+    out = set()
+    for stream in tdef.components[component].outputs:
+        for bolt, _ in tdef.subscribers(component, stream):
+            out.update(comp_tasks[bolt])
+    return sorted(out)
+
+
+def upstream_tasks(plan, component):
+    """Every task of every component ``component`` subscribes to: the input channels a
+    task aligns checkpoint barriers over (each of them sends it every barrier)."""
+    comp_tasks = plan.packing.component_tasks
+    out = set()
+    for i in plan.topology.components[component].inputs:
+        out.update(comp_tasks[i.component])
+    return sorted(out)
 
 
 class Emitter:
@@ -210,3 +233,39 @@ class Emitter:
 
     def due(self, now, interval):
         return self.oldest is not None and now - self.oldest >= interval
+
+
+class EpochEmitter(Emitter):
+    """The emitter under EFFECTIVELY_ONCE: batches carry the epoch as a fifth element
+    (``[src, stream, values, msgids, epoch]``), so a receiver can drop data from before
+    a rollback; and it sends checkpoint barriers. A subclass, so that the other modes'
+    flushes do not test a flag."""
+
+    epoch = 0
+
+    def _flush_one(self, key, buf):
+        payload = self._dumps([self.task, key[1], buf[0], buf[1], self.epoch])
+        del self.buffers[key]
+        if not self.buffers:
+            self.oldest = None
+        self._send([DATA, task_bytes(key[0]), payload])
+
+    def flush(self):
+        if not self.buffers:
+            return
+        bufs, self.buffers, self.oldest = self.buffers, {}, None
+        dumps, send, src, epoch = self._dumps, self._send, self.task, self.epoch
+        for (task, stream), buf in bufs.items():
+            send([DATA, task_bytes(task), dumps([src, stream, buf[0], buf[1], epoch])])
+
+    def drop(self):
+        """Forget every unsent batch (a rollback: they belong to the old epoch)."""
+        self.buffers, self.oldest = {}, None
+
+    def send_barrier(self, checkpoint_id, tasks):
+        """Flush everything pending, then barrier ``checkpoint_id`` to each of ``tasks``:
+        on each path it follows the data emitted before it."""
+        self.flush()
+        payload = self._dumps([self.task, BARRIER_STREAM, checkpoint_id, self.epoch])
+        for t in tasks:
+            self._send([DATA, task_bytes(t), payload])

@@ -33,18 +33,45 @@ class ShuffleChooser(_RoundRobin):
 
 
 class FieldsChooser:
-    """Same key → same task, by stable hash; a bounded cache skips re-hashing hot keys."""
+    """Same key → same task, by stable hash; a bounded cache skips re-hashing hot keys.
 
-    def __init__(self, tasks, field_idx):
+    With ``key_groups`` (EFFECTIVELY_ONCE) a key goes to the task that owns its key
+    group (``KeyGroups.task_for``), where its keyed state lives; otherwise to
+    ``tasks[stable_hash(key) % n]``. Either way the choice is one index into the
+    sorted tasks, computed by ``_index`` (the modulo is inlined on the default path).
+    """
+
+    def __init__(self, tasks, field_idx, key_groups=None):
         self.tasks = sorted(tasks)
         self._single = [[t] for t in self.tasks]
         self._n = len(self.tasks)
         self._idx = list(field_idx)
         self._one = self._idx[0] if len(self._idx) == 1 else None
         self._cache = {}
+        self.key_groups = key_groups
+        if key_groups is not None:
+            ng, n = key_groups.n_groups, self._n
+            self.choose = self._choose_grouped
+            self._group_task = [self._single[g * n // ng] for g in range(ng)]
 
     def task_for(self, key):
+        if self.key_groups is not None:
+            return self.key_groups.task_for(key, self.tasks)
         return self.tasks[stable_hash(key) % self._n]
+
+    def _choose_grouped(self, values):
+        key = values[self._one] if self._one is not None else tuple(values[i] for i in self._idx)
+        if type(key) is not str:
+            return self._group_task[stable_hash(key) % len(self._group_task)]
+        try:
+            return self._cache[key]
+        except KeyError:
+            pass
+        out = self._group_task[stable_hash(key) % len(self._group_task)]
+        if len(self._cache) >= _KEY_CACHE_MAX:
+            self._cache.clear()
+        self._cache[key] = out
+        return out
 
     def choose(self, values):
         key = values[self._one] if self._one is not None else tuple(values[i] for i in self._idx)
@@ -135,13 +162,14 @@ class CustomChooser:
 
 
 def make_chooser(grouping, tasks, fields, local_tasks, context=None, component=None, stream=None,
-                 where="grouping"):
-    """The chooser for one subscription. ``fields`` are the stream's declared fields."""
+                 where="grouping", key_groups=None):
+    """The chooser for one subscription. ``fields`` are the stream's declared fields;
+    ``key_groups``: a ``KeyGroups`` under EFFECTIVELY_ONCE (fields grouping routes by it)."""
     kind = grouping.kind
     if kind in ("shuffle", "none"):
         return ShuffleChooser(tasks)
     if kind == "fields":
-        return FieldsChooser(tasks, [fields.index(f) for f in grouping.fields])
+        return FieldsChooser(tasks, [fields.index(f) for f in grouping.fields], key_groups)
     if kind == "partial_key":
         return PartialKeyChooser(tasks, [fields.index(f) for f in grouping.fields])
     if kind == "all":

@@ -20,14 +20,16 @@ import zmq
 from bittern import wire
 from bittern.api.context import TopologyContext
 from bittern.api.metrics import read_metric
+from bittern.api.state import KeyGroups, State, is_stateful
 from bittern.api.tuple import register_schema
-from bittern.config import ATLEAST_ONCE
+from bittern.checkpoint import CheckpointStore, checkpoint_settings
+from bittern.config import ATLEAST_ONCE, EFFECTIVELY_ONCE
 from bittern.loader import load_class
 from bittern.proc import ParentWatch, SignalWaker
 from bittern.procstats import ProcStats
 from bittern.wire import ACK, CTRL, DATA, Op
 
-from .emitter import Emitter, build_routers
+from .emitter import Emitter, EpochEmitter, build_routers, downstream_tasks
 
 log = logging.getLogger("bittern.instance")
 
@@ -62,6 +64,19 @@ class Crash(Exception):
     """Raised to end the process on purpose (the supervisor restarts it)."""
 
 
+class _NoMetadata:
+    """The state manager an instance gives its ``CheckpointStore``. Instances only save
+    and load state files; which checkpoints are complete is the topology master's
+    business (it names the checkpoint to load in RESTORE), so no instance opens a
+    state-manager session (a ZooKeeper session per task in cluster mode)."""
+
+    def get(self, path):
+        return None
+
+    def children(self, path):
+        return []
+
+
 class Instance:
     kind = None
 
@@ -73,6 +88,14 @@ class Instance:
         self.cdef = plan.topology.components[self.component]
         self.conf = plan.component_config(self.component)
         self.acking = self.conf["topology.reliability.mode"] == ATLEAST_ONCE
+        # EFFECTIVELY_ONCE: nothing is processed or emitted before the first RESTORE, which
+        # sets the epoch (-1: none yet); a spout emits only after RESUME (``started``).
+        self.eo = self.conf["topology.reliability.mode"] == EFFECTIVELY_ONCE
+        self.epoch = -1
+        self.resumed = not self.eo
+        self.state = None
+        self.store = None
+        self.sink = None
         self.task_component = dict(plan.packing.task_component)
         self.stopping = False
         self.started = False
@@ -140,14 +163,30 @@ class Instance:
                               plan.packing.task_index[self.task], self.container, self.conf,
                               plan.packing.component_tasks, self.task_component, plan.topology)
         self.context = ctx
-        routers = build_routers(plan, self.component, ctx)
-        self.emitter = Emitter(self.task, self.component, routers, self.serializer, self.send,
-                               self.conf["topology.producer.batch.size"])
+        key_groups = None
+        if self.eo:
+            settings = checkpoint_settings(self.conf, home=plan.home)
+            key_groups = self.key_groups = KeyGroups(settings.key_groups)
+            self.store = CheckpointStore(settings.dir, _NoMetadata(), plan.name, settings.keep)
+            self.barrier_max = settings.barrier_buffer_max_tuples
+            self.downstream = downstream_tasks(plan, self.component)
+        routers = build_routers(plan, self.component, ctx, key_groups)
+        self.emitter = (EpochEmitter if self.eo else Emitter)(
+            self.task, self.component, routers, self.serializer, self.send,
+            self.conf["topology.producer.batch.size"])
         obj.context, obj.config = ctx, self.conf
         obj.logger = logging.getLogger(f"{self.component}[{self.task}]")
         self.bind(obj)
         obj.initialize(self.conf, ctx)
         self.initialized = True
+        if self.eo:
+            from bittern.sinks.base import TransactionalSink
+            sink = getattr(obj, "sink", None)
+            self.sink = sink if isinstance(sink, TransactionalSink) else None
+        elif is_stateful(obj):
+            # other modes: a State all the same, never checkpointed (it starts empty)
+            obj.init_state(State.for_task(ctx.task_index, len(plan.packing.component_tasks[self.component]),
+                                          self.conf["bittern.state.key.groups"]))
 
     def bind(self, obj):
         """Give the component its runtime methods (emit, ack, fail)."""
@@ -157,7 +196,7 @@ class Instance:
     def on_ctrl(self, msg):
         op = msg.get("op")
         if op == Op.START:
-            self.started = True
+            self.started = self.resumed  # EFFECTIVELY_ONCE: RESUME starts it
             self.set_active(msg.get("active", True))
         elif op == Op.ACTIVATE:
             self.set_active(True)
@@ -167,8 +206,105 @@ class Instance:
             self.send_metrics(msg.get("seq", 0))
         elif op == Op.REREGISTER:
             self.register()
+        elif op in (Op.RESTORE, Op.RESUME, Op.CKPT_START, Op.CKPT_COMMIT):
+            if self.eo:
+                self.on_checkpoint_ctrl(op, msg)
         else:
             log.warning("unknown control message %r", msg)
+
+    # -- exactly once -------------------------------------------------------------------
+    def on_checkpoint_ctrl(self, op, msg):
+        epoch = msg.get("epoch")
+        if op == Op.RESTORE:
+            if epoch is None or epoch < self.epoch:
+                return  # from before a later rollback
+            if epoch == self.epoch:  # sent again (to late registrants): answer again
+                self.send_ctrl(Op.RESTORED, epoch=epoch)
+                return
+            self.restore(msg.get("id"), epoch)
+        elif op == Op.RESUME:
+            if epoch == self.epoch:
+                self.resumed = self.started = True
+        elif op == Op.CKPT_START:
+            if epoch == self.epoch and self.resumed:
+                self.on_checkpoint_start(msg["id"])
+        elif op == Op.CKPT_COMMIT:
+            self.on_checkpoint_commit(msg["id"])
+
+    def restore(self, checkpoint_id, epoch):
+        """RESTORE(checkpoint_id, epoch): drop what was emitted and not sent, load the
+        state of ``checkpoint_id`` (empty if None), ``init_state`` again, resolve the
+        sink, then answer RESTORED. Nothing is emitted until RESUME. A failure here is
+        fatal: the task cannot take part in the epoch."""
+        self.resumed = self.started = False
+        self.epoch = -1  # until restored: input is dropped
+        self.emitter.drop()
+        self.reset_inputs()
+        try:
+            pk = self.plan.packing
+            index, n = pk.task_index[self.task], len(pk.component_tasks[self.component])
+            groups = self.key_groups.groups_of(index, n)
+            if checkpoint_id is None:
+                state = State(self.key_groups, groups)
+            else:
+                state = State.restore(self.store.load(checkpoint_id, self.task), key_groups=self.key_groups,
+                                      owned_groups=groups)
+            self.state = state
+            if is_stateful(self.obj):
+                self.obj.init_state(state)
+            if self.sink is not None:
+                self.sink.recover([] if checkpoint_id is None else [checkpoint_id], checkpoint_id)
+        except Exception as e:  # noqa: BLE001 - user code or a damaged checkpoint
+            self.report_error("restore", e, fatal=True)
+            return
+        self.epoch = self.emitter.epoch = epoch
+        log.info("%s[task %d] restored checkpoint %s, epoch %d", self.component, self.task,
+                 checkpoint_id, epoch)
+        self.send_ctrl(Op.RESTORED, epoch=epoch)
+
+    def reset_inputs(self):
+        """A rollback: forget what the input side holds (bolts: the aligner)."""
+
+    def on_checkpoint_start(self, checkpoint_id):
+        """CKPT_START: only spouts act on it."""
+
+    def on_checkpoint_commit(self, checkpoint_id):
+        sink = self.sink
+        if sink is None:
+            return
+        if checkpoint_id >= sink.current_checkpoint:
+            log.warning("%s[task %d]: commit of checkpoint %d, which this task has not pre-committed "
+                        "(restore point or last pre-commit: %d); ignored", self.component, self.task,
+                        checkpoint_id, sink.current_checkpoint - 1)
+            return
+        try:
+            sink.commit(checkpoint_id)
+        except Exception as e:  # noqa: BLE001 - the sink's storage
+            self.report_error("sink commit", e)
+
+    def take_checkpoint(self, checkpoint_id, align_ms=0.0):
+        """Barrier ``checkpoint_id`` passed this task (a spout's CKPT_START, a bolt's
+        aligned barriers): ``pre_save``, snapshot, save, a sink's ``pre_commit``; then
+        flush and forward the barrier, and report CKPT_SAVED if all of it worked. The
+        barrier goes on even after a failure, so downstream tasks stop aligning; the
+        topology master times the checkpoint out."""
+        ok, size = False, 0
+        try:
+            pre_save = getattr(self.obj, "pre_save", None)
+            if pre_save is not None:
+                pre_save(checkpoint_id)
+            data = self.state.snapshot()
+            size = len(data)
+            self.store.save(checkpoint_id, self.task, data)
+            if self.sink is not None:
+                self.sink.pre_commit(checkpoint_id)
+            ok = True
+        except Exception as e:  # noqa: BLE001 - user code, the disk, the sink
+            self.report_error(f"checkpoint {checkpoint_id}", e)
+        self.emitter.send_barrier(checkpoint_id, self.downstream)
+        if ok:
+            self.send_ctrl(Op.CKPT_SAVED, id=checkpoint_id, epoch=self.epoch, bytes=size,
+                           align_ms=round(align_ms, 3))
 
     def set_active(self, active):
         self.active = active

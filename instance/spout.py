@@ -1,5 +1,11 @@
 """The spout side of an instance: calls ``next_tuple`` while active, not paused and
-under ``topology.max.spout.pending``; tracks the trees of reliable tuples."""
+under ``topology.max.spout.pending``; tracks the trees of reliable tuples.
+
+Under EFFECTIVELY_ONCE nothing is tracked: there is no acker, ``emit``'s ``tup_id`` is
+ignored and the spout's ``ack``/``fail`` are never called (a tuple's fate is its
+checkpoint's: a rollback rewinds the spout to the offset it kept in its state). The
+spout emits only between RESUME and the next RESTORE; on CKPT_START it saves its
+state and sends the barrier downstream (``Instance.take_checkpoint``)."""
 from __future__ import annotations
 
 import logging
@@ -41,7 +47,10 @@ class SpoutInstance(Instance):
         em = self.emitter
         emit_plain = em.emit
         completed = self.completed
-        if not self.acking:
+        if self.eo:
+            def emit(values, tup_id=None, stream=DEFAULT_STREAM, direct_task=None, need_task_ids=False):
+                return emit_plain(values, stream, None, direct_task, need_task_ids)
+        elif not self.acking:
             def emit(values, tup_id=None, stream=DEFAULT_STREAM, direct_task=None, need_task_ids=False):
                 tasks = emit_plain(values, stream, None, direct_task, need_task_ids)
                 if tup_id is not None:  # at most once: acked at once, as in Heron
@@ -62,6 +71,13 @@ class SpoutInstance(Instance):
                 return tasks if need_task_ids else None
         obj.emit = emit
         obj._runtime_done = self.on_done
+
+    def on_checkpoint_start(self, checkpoint_id):
+        self.take_checkpoint(checkpoint_id)
+
+    def restore(self, checkpoint_id, epoch):
+        self.exhausted = False  # a bounded spout rewound may have more to emit
+        super().restore(checkpoint_id, epoch)
 
     def on_done(self):
         if not self.exhausted:

@@ -440,7 +440,7 @@ class StreamManager:
                 self.to_instance(task, Op.REREGISTER)
             elif task not in self.told:
                 self.tell_start(task)  # its control connection was not up at registration
-        elif op in (Op.METRICS, Op.ERROR):
+        elif op in (Op.METRICS, Op.ERROR) or op in wire.CKPT_TO_TMASTER:
             self.to_tm(op, **{k: v for k, v in msg.items() if k != "op"})
         else:
             log.warning("unknown control message from %r: %r", identity, msg)
@@ -471,6 +471,10 @@ class StreamManager:
                 self.to_instance(task, Op.REPORT, seq=msg.get("seq", 0))
         elif op == Op.REREGISTER:
             self.register_with_tm()
+        elif op in wire.CKPT_TO_INSTANCES:  # exactly once: relayed, not interpreted
+            fields = {k: v for k, v in msg.items() if k != "op"}
+            for task in self.registered:
+                self.to_instance(task, op, **fields)
         else:
             log.warning("unknown control message from the topology master: %r", msg)
 

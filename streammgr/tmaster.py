@@ -15,11 +15,14 @@ from collections import deque
 import zmq
 
 from bittern import wire
+from bittern.checkpoint import CheckpointStore, checkpoint_settings
+from bittern.config import EFFECTIVELY_ONCE
 from bittern.proc import ParentWatch, SignalWaker
 from bittern.procstats import ProcStats
 from bittern.state import LocalStateManager, open_state
 from bittern.wire import CTRL, Op
 
+from . import checkpoints as ck
 from .metrics import WINDOWS, MetricsStore
 
 log = logging.getLogger("bittern.tmaster")
@@ -64,10 +67,54 @@ class TopologyMaster:
         self.stopping = False
         self._parent = ParentWatch()
         self._zctx = zmq.Context()
+        self.stmgr_pids = {}  # container -> the pid of its stream manager, remembered
+        self.ckpt = self.ckpt_store = None
+        if plan.config["topology.reliability.mode"] == EFFECTIVELY_ONCE:
+            self._init_checkpoints()
         self.sock = self._zctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.bind(plan.tmaster)
+
+    # -- checkpoints (EFFECTIVELY_ONCE): streammgr/checkpoints.py decides, this does -------
+    def _init_checkpoints(self):
+        conf = self.plan.config
+        settings = checkpoint_settings(conf, home=self.plan.home)
+        store = self.ckpt_store = CheckpointStore(settings.dir, self.state, self.name, settings.keep)
+        self._epoch_path = f"{store.meta}/epoch"
+        epoch = (self.state.get(self._epoch_path) or {}).get("epoch", 0)
+        latest = store.latest_complete()
+        seen = store.complete_ids() + store._dir_ids()
+        self.ckpt = ck.CheckpointCoordinator(self.all_tasks, settings.interval_secs,
+                                             float(conf["topology.stateful.checkpoint.timeout.secs"]),
+                                             latest_complete=latest, next_id=max(seen, default=0) + 1,
+                                             epoch=epoch)
+        log.info("exactly once: checkpoints every %gs in %s; last complete %s, last epoch %d",
+                 settings.interval_secs, store.dir, latest, epoch)
+
+    def _checkpoint_actions(self, actions):
+        for a in actions:
+            if isinstance(a, ck.Start):
+                self.broadcast(Op.CKPT_START, id=a.checkpoint_id, epoch=a.epoch)
+            elif isinstance(a, ck.Complete):
+                try:
+                    self.ckpt_store.mark_complete(a.checkpoint_id, a.tasks)
+                except Exception as e:  # noqa: BLE001 - the disk or the state manager
+                    log.error("checkpoint %d: every task saved it, but it cannot be recorded as complete: "
+                              "%s: %s", a.checkpoint_id, type(e).__name__, e)
+                    self.ckpt.complete_failed(a.checkpoint_id)
+                    continue
+                log.debug("checkpoint %d complete", a.checkpoint_id)
+                self.broadcast(Op.CKPT_COMMIT, id=a.checkpoint_id)
+            elif isinstance(a, ck.Restore):
+                self.state.put(self._epoch_path, {"epoch": a.epoch})
+                log.info("restore: every task rolls back to checkpoint %s (epoch %d)", a.checkpoint_id, a.epoch)
+                self.broadcast(Op.RESTORE, id=a.checkpoint_id, epoch=a.epoch)
+            elif isinstance(a, ck.Resume):
+                log.info("epoch %d: every task restored; resuming", a.epoch)
+                self.broadcast(Op.RESUME, epoch=a.epoch)
+            elif isinstance(a, ck.Abandon):
+                log.warning("checkpoint %d abandoned: %s", a.checkpoint_id, a.reason)
 
     # -- status -------------------------------------------------------------------------
     def write_status(self):
@@ -102,6 +149,12 @@ class TopologyMaster:
         c = msg.get("container")
         if op == Op.STMGR_REGISTER:
             self.stmgrs[c] = {"pid": msg.get("pid"), "last": time.monotonic()}
+            old_pid, self.stmgr_pids[c] = self.stmgr_pids.get(c), msg.get("pid")
+            if self.ckpt is not None and old_pid is not None and old_pid != msg.get("pid"):
+                # a new stream manager: what its predecessor held is lost, so is exactly once
+                # unless every task rolls back (its instances may keep their pids)
+                self._checkpoint_actions(self.ckpt.tasks_registered(
+                    self.plan.packing.containers[c], time.monotonic()))
             for t, reg in (msg.get("tasks") or {}).items():
                 self._task_registered(int(t), reg)
             log.info("stream manager %s registered (pid %s)", c, msg.get("pid"))
@@ -125,6 +178,15 @@ class TopologyMaster:
             self._answer_reports()
         elif op == Op.ERROR:
             self._on_error(msg)
+        elif op == Op.CKPT_SAVED:
+            if self.ckpt is not None:
+                self._checkpoint_actions(self.ckpt.on_saved(
+                    msg.get("task"), msg.get("id"), msg.get("epoch"), time.monotonic(),
+                    nbytes=msg.get("bytes", 0), align_ms=msg.get("align_ms", 0.0)))
+        elif op == Op.RESTORED:
+            if self.ckpt is not None:
+                self._checkpoint_actions(self.ckpt.on_restored(msg.get("task"), msg.get("epoch"),
+                                                               time.monotonic()))
         else:
             log.warning("unknown message from stream manager %s: %r", c, msg)
 
@@ -138,6 +200,8 @@ class TopologyMaster:
                             "component": reg.get("component")}
         if prev and prev.get("pid") != reg.get("pid"):
             log.info("task %d re-registered (pid %s -> %s)", task, prev.get("pid"), reg.get("pid"))
+            if self.ckpt is not None:  # a new incarnation: every task rolls back
+                self._checkpoint_actions(self.ckpt.task_registered(task, time.monotonic()))
 
     def _check_ready(self):
         if self.phase != STARTING:
@@ -148,6 +212,8 @@ class TopologyMaster:
                      len(self.all_tasks), self.name, self.active)
             self.broadcast(Op.START, active=self.active)
             self.write_status()
+            if self.ckpt is not None:
+                self._checkpoint_actions(self.ckpt.start(time.monotonic()))
 
     def _on_error(self, msg):
         rec = {k: msg.get(k) for k in ("task", "component", "where", "error", "traceback", "time")}
@@ -238,7 +304,8 @@ class TopologyMaster:
                 "components": comps, "tasks": {str(t): v for t, v in tasks.items()}, "stmgrs": stmgrs,
                 "tmaster": {"pid": os.getpid(), "cpu_percent": mine["__cpu-percent"],
                             "rss_bytes": mine["__rss-bytes"]},
-                "throughput": series, "errors": len(self.errors)}
+                "throughput": series, "errors": len(self.errors),
+                **({"checkpoints": self.ckpt.metrics()} if self.ckpt is not None else {})}
 
     def sample_throughput(self, now):
         emitted = executed = 0
@@ -297,6 +364,8 @@ class TopologyMaster:
                         self._dispatch(frames)
                 now = time.monotonic()
                 self._answer_reports(now)
+                if self.ckpt is not None:
+                    self._checkpoint_actions(self.ckpt.tick(now))
                 if now >= next_sample:
                     next_sample = now + self.sample_every
                     self.sample_throughput(now)

@@ -1,0 +1,79 @@
+"""A tiny exactly-once topology for tests/test_exactly_once_smoke.py.
+
+spout (0..N-1, offset in its State) -fields(key)-> count (par 2, keyed counts)
+    -shuffle-> sink (SinkBolt over a FileSink in ``<test.out>/sink``)
+
+Every instance writes its pid to ``<test.out>/pids/<component>-<task>``.
+"""
+import os
+import time
+
+from bittern import Bolt, Grouping, Spout, Topology
+from bittern.sinks import FileSink, SinkBolt
+
+
+def write_pid(config, context):
+    d = os.path.join(config["test.out"], "pids")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f".{context.task_id}.tmp"), "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(os.path.join(d, f".{context.task_id}.tmp"), os.path.join(d, f"{context.component}-{context.task_id}"))
+
+
+class Numbers(Spout):
+    outputs = ["n", "key"]
+
+    def initialize(self, config, context):
+        write_pid(config, context)
+        self.count = int(config["test.count"])
+        self.every = 1.0 / float(config["test.rate"])
+        self.next_at = time.monotonic()
+        self.i = 0
+
+    def init_state(self, state):
+        self.state = state
+        self.i = state.get("next", 0)
+
+    def pre_save(self, checkpoint_id):
+        self.state.put("next", self.i)
+
+    def next_tuple(self):
+        now = time.monotonic()
+        if self.i >= self.count or now < self.next_at:
+            return
+        self.next_at = max(self.next_at + self.every, now - 0.1)
+        self.emit([self.i, self.i % 5])
+        self.i += 1
+
+
+class Count(Bolt):
+    outputs = ["n", "key", "count"]
+
+    def initialize(self, config, context):
+        write_pid(config, context)
+
+    def init_state(self, state):
+        self.counts = state.keyed
+
+    def process(self, tup):
+        n, key = tup.values
+        c = self.counts.get(key, 0) + 1
+        self.counts.put(key, c)
+        self.emit([n, key, c])
+
+
+class Sink(SinkBolt):
+    def initialize(self, config, context):
+        write_pid(config, context)
+        super().initialize(config, context)
+
+    def make_sink(self, config, context):
+        return FileSink(os.path.join(config["test.out"], "sink"), "smoke")
+
+
+class Smoke(Topology):
+    config = {"topology.reliability.mode": "EFFECTIVELY_ONCE",
+              "topology.stateful.checkpoint.interval.seconds": 0.5}
+    spout = Numbers.spec()
+    count = Count.spec(par=2, inputs={spout: Grouping.fields("key")})
+    sink = Sink.spec(inputs={count: Grouping.SHUFFLE})
