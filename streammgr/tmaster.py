@@ -82,7 +82,18 @@ class TopologyMaster:
         settings = checkpoint_settings(conf, home=self.plan.home)
         store = self.ckpt_store = CheckpointStore(settings.dir, self.state, self.name, settings.keep)
         self._epoch_path = f"{store.meta}/epoch"
-        epoch = (self.state.get(self._epoch_path) or {}).get("epoch", 0)
+        # Checkpoints belong to one submission: a restarted topology master (or the whole
+        # topology restarted by its supervisor) resumes from them, a topology submitted
+        # again under the same name (kill, then submit or run) starts from nothing.
+        self._submitted_at = (self.state.topology(self.name) or {}).get("submitted_at")
+        doc = self.state.get(self._epoch_path) or {}
+        if self._submitted_at is not None and doc.get("submitted_at") != self._submitted_at:
+            if doc or store.complete_ids() or store._dir_ids():
+                log.info("exactly once: %s was submitted again; the checkpoints of its previous "
+                         "submission are deleted", self.name)
+            store.delete_all()
+            doc = {}
+        epoch = doc.get("epoch", 0)
         latest = store.latest_complete()
         seen = store.complete_ids() + store._dir_ids()
         self.ckpt = ck.CheckpointCoordinator(self.all_tasks, settings.interval_secs,
@@ -107,7 +118,7 @@ class TopologyMaster:
                 log.debug("checkpoint %d complete", a.checkpoint_id)
                 self.broadcast(Op.CKPT_COMMIT, id=a.checkpoint_id)
             elif isinstance(a, ck.Restore):
-                self.state.put(self._epoch_path, {"epoch": a.epoch})
+                self.state.put(self._epoch_path, {"epoch": a.epoch, "submitted_at": self._submitted_at})
                 log.info("restore: every task rolls back to checkpoint %s (epoch %d)", a.checkpoint_id, a.epoch)
                 self.broadcast(Op.RESTORE, id=a.checkpoint_id, epoch=a.epoch)
             elif isinstance(a, ck.Resume):

@@ -48,3 +48,18 @@ def test_kill_a_stateful_bolt_and_commit_each_input_once(bittern, tmp_path):
         assert sum(p["restarts"] for p in bittern.processes("smoke").values()) >= 1
     finally:
         bittern("kill", "smoke", check=True)
+
+
+def test_a_new_submission_does_not_resume_the_old_checkpoints(bittern, tmp_path):
+    """kill, then submit under the same name: the checkpoints of the first submission
+    are not restored (its spout starts from 0 again, the counts from 1)."""
+    for run in ("a", "b"):
+        out = str(tmp_path / run)
+        bittern("submit", SMOKE, "--name", "again", "--config", f"test.out={out}",
+                "--config", "test.count=200", "--config", "test.rate=400", check=True)
+        try:
+            wait_for(lambda: len(committed(out)) >= 200, timeout=30, what="every number committed")
+            rows = committed(out)
+            assert sorted(r[0] for r in rows) == list(range(200)), run
+        finally:
+            bittern("kill", "again", check=True)
