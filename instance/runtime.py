@@ -226,7 +226,9 @@ class Instance:
             if epoch == self.epoch:
                 self.resumed = self.started = True
         elif op == Op.CKPT_START:
-            if epoch == self.epoch and self.resumed:
+            if epoch == self.epoch and self.epoch >= 0:
+                # only sent once every task restored in this epoch: it stands for a lost RESUME
+                self.resumed = self.started = True
                 self.on_checkpoint_start(msg["id"])
         elif op == Op.CKPT_COMMIT:
             self.on_checkpoint_commit(msg["id"])

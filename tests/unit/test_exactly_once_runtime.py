@@ -347,3 +347,30 @@ def test_overflowing_alignment_abandons_but_loses_nothing(make_sim):
     sim.run()
     assert sim.store.latest_complete() is not None
     check_rows(sim.committed(), 20)
+
+
+def test_a_lost_resume_is_implied_by_the_next_checkpoint_start(make_sim):
+    sim = make_sim()
+    spout = sim.inst[sim.tasks("src")[0]]
+    lost = []
+    real = sim.broadcast
+
+    def broadcast(op, **fields):
+        if op == Op.RESUME:  # lost on its way to one spout
+            for t, inst in sim.inst.items():
+                if inst is not spout:
+                    inst.handle(wire.ctrl(op, **fields))
+            lost.append(op)
+            sim.answer()
+        else:
+            real(op, **fields)
+    sim.broadcast = broadcast
+    sim.act(sim.coord.start(sim.now))
+    assert lost and not spout.can_emit()
+    sim.tick()
+    assert spout.can_emit()
+    sim.emit(4)
+    sim.run()
+    sim.tick()
+    sim.run()
+    check_rows(sim.committed(), 4)
