@@ -17,6 +17,7 @@ import zmq
 from bittern import wire
 from bittern.checkpoint import CheckpointStore, checkpoint_settings
 from bittern.config import EFFECTIVELY_ONCE
+from bittern.errors import ConfigError
 from bittern.proc import ParentWatch, SignalWaker
 from bittern.procstats import ProcStats
 from bittern.state import LocalStateManager, open_state
@@ -96,10 +97,14 @@ class TopologyMaster:
         epoch = doc.get("epoch", 0)
         latest = store.latest_complete()
         seen = store.complete_ids() + store._dir_ids()
-        self.ckpt = ck.CheckpointCoordinator(self.all_tasks, settings.interval_secs,
-                                             float(conf["topology.stateful.checkpoint.timeout.secs"]),
+        timeout = conf["topology.stateful.checkpoint.timeout.secs"]
+        if not timeout > 0:
+            raise ConfigError(f"topology.stateful.checkpoint.timeout.secs must be > 0, got {timeout!r}")
+        # RESTORE is re-sent every second while answers are missing: a restarted instance
+        # registers on its data connection, and its control connection may come up later
+        self.ckpt = ck.CheckpointCoordinator(self.all_tasks, settings.interval_secs, float(timeout),
                                              latest_complete=latest, next_id=max(seen, default=0) + 1,
-                                             epoch=epoch)
+                                             epoch=epoch, resend_every=1.0)
         log.info("exactly once: checkpoints every %gs in %s; last complete %s, last epoch %d",
                  settings.interval_secs, store.dir, latest, epoch)
 
