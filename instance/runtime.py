@@ -231,7 +231,8 @@ class Instance:
                 self.resumed = self.started = True
                 self.on_checkpoint_start(msg["id"])
         elif op == Op.CKPT_COMMIT:
-            self.on_checkpoint_commit(msg["id"])
+            if self.epoch >= 0:  # (before its first restore a sink has nothing to commit)
+                self.on_checkpoint_commit(msg["id"])
 
     def restore(self, checkpoint_id, epoch):
         """RESTORE(checkpoint_id, epoch): drop what was emitted and not sent, load the
