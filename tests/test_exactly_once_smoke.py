@@ -63,3 +63,21 @@ def test_a_new_submission_does_not_resume_the_old_checkpoints(bittern, tmp_path)
             assert sorted(r[0] for r in rows) == list(range(200)), run
         finally:
             bittern("kill", "again", check=True)
+
+
+def test_kill_the_stream_manager_and_commit_each_input_once(bittern, tmp_path):
+    """Its instances keep running (and their pids): the topology master rolls every task
+    back because the stream manager's pid changed."""
+    out = str(tmp_path / "out")
+    n = 1200
+    bittern("submit", SMOKE, "--name", "smokesm", "--config", f"test.out={out}",
+            "--config", f"test.count={n}", "--config", "test.rate=300", check=True)
+    try:
+        wait_for(lambda: len(committed(out)) > 200, timeout=30, what="committed output")
+        os.kill(bittern.processes("smokesm")["stmgr-0"]["pid"], signal.SIGKILL)
+        wait_for(lambda: len(committed(out)) >= n, timeout=40, what="every number committed")
+        rows = committed(out)
+        assert sorted(r[0] for r in rows) == list(range(n))
+        assert bittern.json("metrics", "smokesm", "--json")["checkpoints"]["restores"] >= 1
+    finally:
+        bittern("kill", "smokesm", check=True)
