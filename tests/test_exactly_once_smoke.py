@@ -81,3 +81,20 @@ def test_kill_the_stream_manager_and_commit_each_input_once(bittern, tmp_path):
         assert bittern.json("metrics", "smokesm", "--json")["checkpoints"]["restores"] >= 1
     finally:
         bittern("kill", "smokesm", check=True)
+
+
+def test_kill_the_topology_master_and_commit_each_input_once(bittern, tmp_path):
+    """A new topology master resumes from the last complete checkpoint, in a new epoch."""
+    out = str(tmp_path / "out")
+    n = 1200
+    bittern("submit", SMOKE, "--name", "smoketm", "--config", f"test.out={out}",
+            "--config", f"test.count={n}", "--config", "test.rate=300", check=True)
+    try:
+        wait_for(lambda: len(committed(out)) > 200, timeout=30, what="committed output")
+        os.kill(bittern.processes("smoketm")["tmaster-0"]["pid"], signal.SIGKILL)
+        wait_for(lambda: len(committed(out)) >= n, timeout=40, what="every number committed")
+        rows = committed(out)
+        assert sorted(r[0] for r in rows) == list(range(n))
+        assert bittern.json("metrics", "smoketm", "--json")["checkpoints"]["epoch"] >= 2
+    finally:
+        bittern("kill", "smoketm", check=True)
