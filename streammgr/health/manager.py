@@ -83,8 +83,11 @@ class Pending:
 
 
 class HealthManager:
-    def __init__(self, config=None, now=0.0):
+    def __init__(self, config=None, now=0.0, caps=None):
+        """``caps``: component -> the largest parallelism it may have, where lower than
+        topology.healthmgr.max.parallelism (e.g. a stateful one: its key groups)."""
         self.settings = Settings.from_config(config)
+        self.caps = dict(caps or {})
         self.started = now
         self.pending = None
         self.blacklist = {}  # (diagnosis kind, component) -> id of the decision that did not help
@@ -116,7 +119,7 @@ class HealthManager:
         low = {x.component for x in symptoms if x.kind == LOW_UTILIZATION}
         self.low_windows = {c: self.low_windows.get(c, 0) + 1 for c in low}
         for d in diagnose(symptoms, m, s, self.low_windows):
-            action = resolve(d, m, s)
+            action = resolve(d, m, s, self.caps.get(d.component))
             if action is None:
                 continue
             key = (d.kind, d.component)

@@ -53,18 +53,21 @@ def _bp_measure(m, component):
     return bp, "instances"
 
 
-def resolve(d, m, s):
-    """The action for a diagnosis (None: nothing to do)."""
+def resolve(d, m, s, cap=None):
+    """The action for a diagnosis (None: nothing to do). ``cap``: this component's own
+    largest parallelism, if lower than max.parallelism (a stateful component cannot
+    have more instances than key groups)."""
     c = m.components.get(d.component)
     par = c.parallelism if c is not None else None
     if d.kind == UNDER_PROVISIONED:
+        limit = min(s.max_parallelism, cap) if cap else s.max_parallelism
         bp, source = _bp_measure(m, d.component)
-        new = dhalion_parallelism(par, bp or 0.0, s.max_parallelism)
+        new = dhalion_parallelism(par, bp or 0.0, limit)
         if bp is None or bp <= 0:  # under pressure by its queues alone: one more instance
-            new = min(par + 1, s.max_parallelism)
+            new = min(par + 1, limit)
         if new <= par:
             return Action(REPORT, d.component, None, par, par,
-                          f"under-provisioned, but already at max.parallelism {s.max_parallelism}")
+                          f"under-provisioned, but already at its largest parallelism {limit}")
         why = (f"caused backpressure {bp:.0%} of the window ({source}): needs 1/(1-bp) = "
                f"{1 / (1 - min(bp, BP_CLAMP)):.2f}x" if bp else "queues large and growing")
         return Action(SCALE, d.component, None, par, new, f"under-provisioned: {why}; {par} -> {new}")

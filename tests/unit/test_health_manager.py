@@ -251,3 +251,11 @@ def test_describe_a_log_entry():
     line = describe(hm.decisions()[0])
     assert "UNDER_PROVISIONED split: scale split 2 -> 4 [HELPED]" in line and "BACKPRESSURE" in line
     assert describe({}) == "? ?: - [None] symptoms -"
+
+
+def test_per_component_caps():
+    sim = Sim(par=2, load=lambda t: 8.0, noise=0.0)  # bp 0.75 -> 2 * 4 = 8
+    [d] = HealthManager(CONF, now=0.0, caps={"split": 5}).observe(sim.doc(0.0), 0.0)
+    assert d.action.parallelism_to == 5
+    [d] = HealthManager(CONF, now=0.0).observe(sim.doc(0.0), 0.0)
+    assert d.action.parallelism_to == 8

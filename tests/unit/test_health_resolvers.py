@@ -74,7 +74,10 @@ def test_at_max_parallelism_it_only_reports():
     m = measure(topo([bolt(bp=0.3, q=9 * MB), bolt(bp=0.3, q=9 * MB)], [bolt()], throttled=0.6))
     [d] = diagnose(det.detect(m, s), m, s)
     a = resolve(d, m, s)
-    assert a.kind == REPORT and "max.parallelism 2" in a.reason
+    assert a.kind == REPORT and "largest parallelism 2" in a.reason
+    # a component's own cap (a stateful one's key groups) below max.parallelism
+    assert resolve(d, m, Settings(), cap=3).parallelism_to == 3
+    assert resolve(d, m, Settings(), cap=None).parallelism_to == 5  # bp 0.6: 2 x 2.5
 
 
 def test_restart_a_slow_instance_report_data_skew():
