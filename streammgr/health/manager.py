@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 from .detectors import detect
 from .diagnosers import diagnose
-from .model import (BLACKLISTED, DID_NOT_HELP, FAILED, LOW_UTILIZATION, PENDING, REPORT, REPORTED,
-                    Settings)
+from .model import (BACKPRESSURE, BLACKLISTED, DID_NOT_HELP, FAILED, LOW_UTILIZATION, PENDING, REPORT, REPORTED,
+                    UNATTRIBUTED_BACKPRESSURE, Settings)
 from .resolvers import evaluate, resolve
 from .sensors import measure
 
@@ -116,7 +116,10 @@ class HealthManager:
                 return out
             out.append(self._settle(m, now))
         symptoms = detect(m, s)
-        low = {x.component for x in symptoms if x.kind == LOW_UTILIZATION}
+        # "sustained": rounds in a row of low utilisation with no backpressure anywhere
+        calm = (m.throttled or 0.0) <= s.backpressure_threshold and \
+            not any(x.kind in (BACKPRESSURE, UNATTRIBUTED_BACKPRESSURE) for x in symptoms)
+        low = {x.component for x in symptoms if x.kind == LOW_UTILIZATION} if calm else set()
         self.low_windows = {c: self.low_windows.get(c, 0) + 1 for c in low}
         for d in diagnose(symptoms, m, s, self.low_windows):
             action = resolve(d, m, s, self.caps.get(d.component))

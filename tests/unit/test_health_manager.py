@@ -259,3 +259,16 @@ def test_per_component_caps():
     assert d.action.parallelism_to == 5
     [d] = HealthManager(CONF, now=0.0).observe(sim.doc(0.0), 0.0)
     assert d.action.parallelism_to == 8
+
+
+def test_backpressure_anywhere_restarts_the_count_of_low_rounds():
+    idle = topo([bolt(cpu=5)] * 4, [bolt(cpu=60)])
+    busy = topo([bolt(cpu=5)] * 4, [bolt(bp=0.3, q=9 * MB, cpu=100)], throttled=0.3)
+    hm = HealthManager({**CONF, "topology.healthmgr.max.parallelism": 1}, now=0.0)  # count cannot scale up
+    t = 0.0
+    for d in (idle, idle, busy, idle, idle):
+        assert all(x.diagnosis.kind != OVER_PROVISIONED for x in hm.observe(d, t))
+        t += 60.0
+    assert hm.low_windows == {"split": 2}
+    [d] = hm.observe(idle, t)
+    assert d.diagnosis.kind == OVER_PROVISIONED
