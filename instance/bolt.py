@@ -10,7 +10,7 @@ from bittern.api.tuple import Tuple, tick_tuple
 from bittern.errors import SchemaError
 
 from .acking import AckBuffer
-from .alignment import BUFFER, DELIVER, Abandoned, Aligned, BarrierAligner, Ignored, Overflow
+from .alignment import BUFFER, DELIVER, Abandoned, Aligned, BarrierAligner, Ignored
 from .emitter import upstream_tasks
 from .runtime import Crash, Instance
 from .stats import LatencyStat
