@@ -31,8 +31,9 @@ spout calls ``self.done()`` (so ``bittern run --until-done`` stops).
 
 Under exactly once the last lines are only visible at a transactional sink once a
 checkpoint taken after them is complete; ``spout.files.done.after.checkpoints =
-k`` (default 0) makes a stateful spout wait, after its last line, for *k* more
-checkpoints (``pre_save`` calls) before it calls ``done()``. With k = 2 the
+k`` (default 0) makes the spout wait, after its last line, for *k* more
+checkpoints (``pre_save`` calls) before it calls ``done()`` (under exactly once
+only: in the other modes no checkpoint is ever taken, and it is done at the end). With k = 2 the
 checkpoint that covers the last line was complete (or given up) before the
 spout is done: the coordinator starts a checkpoint only when none is in flight.
 A rollback rewinds the spout and it says ``done()`` again when it reaches the end.
@@ -50,8 +51,8 @@ the restored checkpoint and emits again exactly the lines after it. The saved
 path is checked against the file list: if the list changed (files added before
 the current one), the spout finds the saved file by name; if that file is no
 longer listed it raises ``FileSpoutError`` rather than emit the wrong lines.
-Without exactly once ``init_state`` is never called and the spout simply reads
-from the start (at most once).
+In the other modes the runtime gives ``init_state`` an empty ``State`` that is
+never saved, so the spout simply reads from the start (at most once).
 """
 from __future__ import annotations
 
@@ -124,6 +125,8 @@ class FileSpout(Spout):
             raise FileSpoutError(f"spout.files.batch must be >= 1, got {self.batch!r}")
         self.encoding_errors = str(config.get("spout.files.encoding.errors", "replace"))
         self.done_after_checkpoints = int(config.get("spout.files.done.after.checkpoints", 0))
+        # other modes call init_state too (with a State never saved): no pre_save will come
+        self.checkpointed = config.get("topology.reliability.mode") == "EFFECTIVELY_ONCE"
         index, par = self._task_position(context)
         self.all_files = resolve_files(config.get("spout.files"))
         self.files = shard(self.all_files, index, par)
@@ -263,7 +266,7 @@ class FileSpout(Spout):
     def _maybe_done(self):
         if self._said_done or not self._exhausted:
             return
-        if getattr(self, "state", None) is None or self._saves_since_end >= self.done_after_checkpoints:
+        if not self.checkpointed or self._saves_since_end >= self.done_after_checkpoints:
             self._said_done = True
             self.done()
 
