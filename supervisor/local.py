@@ -4,7 +4,10 @@ Started by ``bittern run`` (in the foreground, dying with it) or ``bittern submi
 (detached). It reads the topology and its packing from the state manager,
 allocates endpoints, writes the run plan, starts the topology master, one stream
 manager per container and one process per task, restarts any of them that dies
-(with backoff, logged, counted), and on SIGTERM stops them all — instances first,
+(with backoff, logged, counted). On SIGHUP (``bittern rebalance``, bittern/rebalance.py)
+it stops them all and starts them again on the definition and packing now in the
+state manager; ``processes/NAME`` then carries the assignment's ``version``. On
+SIGTERM it stops them all — instances first,
 so their ``close()`` runs while the stream managers still carry their last
 batches — and removes the topology's state.
 """
@@ -38,6 +41,7 @@ class LocalSupervisor:
         self.group = None
         self._parent = None if detached else ParentWatch()
         self._ipc = None
+        self.replan_wanted = False
 
     def make_plan(self):
         rec = self.state.topology(self.name)
@@ -60,28 +64,53 @@ class LocalSupervisor:
         return plan
 
     def record(self):
-        self.state.put(f"processes/{self.name}", {"supervisor": os.getpid(), "procs": self.group.describe()})
+        asg = self.state.assignment(self.name) or {}
+        self.state.put(f"processes/{self.name}", {"supervisor": os.getpid(), "procs": self.group.describe(),
+                                                  "version": asg.get("version", 0)})
 
     def run(self):
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
-        self.plan = plan = self.make_plan()
-        self.group = ProcessGroup(plan, self.plan_path, plan.packing.containers, True, home=self.home)
-        self.group.start()
-        self.record()
-        log.info("supervising %s: %d processes", self.name, len(self.group.procs))
+        signal.signal(signal.SIGHUP, self._on_hup)
+        self.start_group()
         try:
             while not self.stopping:
                 time.sleep(0.1)
                 if self._parent is not None and self._parent.orphaned():
                     log.warning("parent process is gone; stopping the topology")
                     break
+                if self.replan_wanted:
+                    self.replan()
                 self.check()
         finally:
             self.shutdown()
 
+    def start_group(self):
+        self.plan = plan = self.make_plan()
+        self.group = ProcessGroup(plan, self.plan_path, plan.packing.containers, True, home=self.home)
+        self.group.start()
+        self.record()
+        log.info("supervising %s: %d processes", self.name, len(self.group.procs))
+
+    def replan(self):
+        """Stop every process, then start them on the plan now in the state manager.
+        ``status/NAME`` is removed in between, so whoever waits for the new plan
+        never reads the old topology master's status."""
+        self.replan_wanted = False
+        log.info("%s: re-planning (new definition or packing): stopping %d processes", self.name,
+                 len(self.group.procs))
+        self.group.shutdown()
+        self.group = None
+        if self._ipc:
+            shutil.rmtree(self._ipc, ignore_errors=True)
+        self.state.delete(f"status/{self.name}")
+        self.start_group()
+
     def _on_signal(self, signum, frame):
         self.stopping = True
+
+    def _on_hup(self, signum, frame):
+        self.replan_wanted = True
 
     def check(self):
         if self.group.check(self.stopping):

@@ -6,7 +6,7 @@ import sys
 
 from .. import __version__
 from ..errors import BitternError
-from . import daemons, lifecycle, logs, metrics, run, serve, submit, top
+from . import daemons, lifecycle, logs, metrics, rebalance, run, serve, submit, top
 from .cluster import cluster_urls, dispatch
 from .common import state_manager
 from .launch import print_error
@@ -25,6 +25,7 @@ def parser():
     run.add_parser(sub)
     submit.add_parser(sub)
     lifecycle.add_parsers(sub)
+    rebalance.add_parser(sub)
     logs.add_parser(sub)
     metrics.add_parsers(sub)
     top.add_parser(sub)
