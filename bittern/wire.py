@@ -68,6 +68,8 @@ class Op:
     DEACTIVATE = "deactivate"
     REPORT = "report"  # {seq}: send metrics now
     BACKPRESSURE = "backpressure"  # {on}: stream manager -> its spouts, and -> peer stream managers
+    # topology master -> the stream manager of the task's container (health manager)
+    RESTART_TASK = "restart_task"  # {task, pid, reason}: it SIGTERMs the instance; its supervisor restarts it
     # CLI -> topology master (request/reply)
     STATUS = "status"
     GET_METRICS = "get_metrics"  # {window}: the metrics document

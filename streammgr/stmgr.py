@@ -348,6 +348,16 @@ class StreamManager:
             self._queue(key, frames, size)
 
     # -- backpressure -------------------------------------------------------------------
+    def by_task(self, now):
+        """Per local instance, for the health manager: ``backpressure_secs_by_task``, the
+        cumulative seconds its queue held this stream manager in backpressure (it
+        initiated it; Heron's ``__time_spent_back_pressure_by_compid``), and
+        ``queued_by_task``, the bytes queued toward it now. Keys are task ids as strings."""
+        secs = self.bp.time_by_key(now)
+        tasks = self.table.local_tasks
+        return {"backpressure_secs_by_task": {str(t): round(secs.get(("i", t), 0.0), 3) for t in tasks},
+                "queued_by_task": {str(t): self.queues.bytes(("i", t)) for t in tasks}}
+
     def apply(self, actions):
         for what, on in actions:
             if what == ANNOUNCE:
@@ -471,12 +481,36 @@ class StreamManager:
                 self.to_instance(task, Op.REPORT, seq=msg.get("seq", 0))
         elif op == Op.REREGISTER:
             self.register_with_tm()
+        elif op == Op.RESTART_TASK:
+            self.restart_task(msg.get("task"), msg.get("pid"), msg.get("reason"))
         elif op in wire.CKPT_TO_INSTANCES:  # exactly once: relayed, not interpreted
             fields = {k: v for k, v in msg.items() if k != "op"}
             for task in self.registered:
                 self.to_instance(task, op, **fields)
         else:
             log.warning("unknown control message from the topology master: %r", msg)
+
+    def restart_task(self, task, pid=None, reason=None):
+        """The health manager restarts a slow instance: SIGTERM to it (it stops cleanly;
+        its supervisor starts it again). This stream manager is on the instance's host,
+        which the topology master may not be. ``pid``: the incarnation meant; a newer one
+        is left alone."""
+        reg = self.registered.get(task)
+        have = (reg or {}).get("pid")
+        if task not in self.table.local_tasks or not have:
+            log.warning("restart of task %r asked for, but it is not a registered task of this container", task)
+            return False
+        if pid is not None and pid != have:
+            log.info("restart of task %s (pid %s) asked for, but it already runs as pid %s; left alone",
+                     task, pid, have)
+            return False
+        log.warning("restarting task %s (pid %s) for the health manager: %s", task, have, reason or "-")
+        try:
+            os.kill(have, signal.SIGTERM)
+        except OSError as e:
+            log.warning("cannot signal task %s (pid %s): %s", task, have, e)
+            return False
+        return True
 
     def register_with_tm(self):
         self.to_tm(Op.STMGR_REGISTER, pid=os.getpid(),
@@ -598,7 +632,8 @@ class StreamManager:
                     self.to_tm(Op.HEARTBEAT, counters=self.counters, queued=self.queues.total_bytes,
                                proc=self.procstats.read(),
                                backpressure=self.bp.active,
-                               backpressure_secs=self.bp.time_in_backpressure(now))
+                               backpressure_secs=self.bp.time_in_backpressure(now),
+                               **self.by_task(now))
                     if self.bp.active or self._announced_off < 3:
                         # re-announce: "on" while it lasts, "off" a few times (one may be dropped)
                         self._announced_off = 0 if self.bp.active else self._announced_off + 1

@@ -24,6 +24,7 @@ from bittern.state import LocalStateManager, open_state
 from bittern.wire import CTRL, Op
 
 from . import checkpoints as ck
+from . import healthrunner
 from .metrics import WINDOWS, MetricsStore
 
 log = logging.getLogger("bittern.tmaster")
@@ -76,6 +77,7 @@ class TopologyMaster:
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.bind(plan.tmaster)
+        self.health = healthrunner.attach(self)  # None unless topology.healthmgr.enabled
 
     # -- checkpoints (EFFECTIVELY_ONCE): streammgr/checkpoints.py decides, this does -------
     def _init_checkpoints(self):
@@ -183,7 +185,8 @@ class TopologyMaster:
             return
         self.stmgrs[c]["last"] = time.monotonic()
         if op == Op.HEARTBEAT:
-            for k in ("counters", "queued", "proc", "backpressure", "backpressure_secs"):
+            for k in ("counters", "queued", "proc", "backpressure", "backpressure_secs",
+                      "backpressure_secs_by_task", "queued_by_task"):
                 self.stmgrs[c][k] = msg.get(k)
         elif op == Op.REGISTER:
             self._task_registered(msg["task"], msg)
@@ -289,6 +292,11 @@ class TopologyMaster:
             v = self.metrics.task_view(t, window, now)
             v["container"] = packing.task_container[t]
             v["index"] = packing.task_index[t]
+            # what its stream manager measures of it: bytes queued toward it, seconds its
+            # queue held the stream manager in backpressure (cumulative; the health manager's)
+            by = self.stmgrs.get(v["container"]) or {}
+            v["queued_bytes"] = (by.get("queued_by_task") or {}).get(str(t))
+            v["backpressure_initiated_secs"] = (by.get("backpressure_secs_by_task") or {}).get(str(t))
             tasks[t] = v
         comps = self.metrics.component_views(tasks)
         for name, c in comps.items():
@@ -301,6 +309,8 @@ class TopologyMaster:
                               "backpressure": bool(s.get("backpressure")),
                               "backpressure_secs": s.get("backpressure_secs") or 0.0,
                               "queued_bytes": s.get("queued") or 0,
+                              "queued_by_task": s.get("queued_by_task") or {},
+                              "backpressure_secs_by_task": s.get("backpressure_secs_by_task") or {},
                               "dropped": (s.get("counters") or {}).get("dropped", 0),
                               "cpu_percent": proc.get("__cpu-percent", 0.0),
                               "rss_bytes": proc.get("__rss-bytes", 0)}
@@ -321,7 +331,8 @@ class TopologyMaster:
                 "tmaster": {"pid": os.getpid(), "cpu_percent": mine["__cpu-percent"],
                             "rss_bytes": mine["__rss-bytes"]},
                 "throughput": series, "errors": len(self.errors),
-                **({"checkpoints": self.ckpt.metrics()} if self.ckpt is not None else {})}
+                **({"checkpoints": self.ckpt.metrics()} if self.ckpt is not None else {}),
+                **({"healthmgr": self.health.describe()} if self.health is not None else {})}
 
     def sample_throughput(self, now):
         emitted = executed = 0
@@ -382,6 +393,8 @@ class TopologyMaster:
                 self._answer_reports(now)
                 if self.ckpt is not None:
                     self._checkpoint_actions(self.ckpt.tick(now))
+                if self.health is not None:
+                    self.health.tick(now)
                 if now >= next_sample:
                     next_sample = now + self.sample_every
                     self.sample_throughput(now)

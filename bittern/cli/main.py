@@ -6,7 +6,7 @@ import sys
 
 from .. import __version__
 from ..errors import BitternError
-from . import daemons, lifecycle, logs, metrics, rebalance, run, serve, submit, top
+from . import daemons, healthmgr, lifecycle, logs, metrics, rebalance, run, serve, submit, top
 from .cluster import cluster_urls, dispatch
 from .common import state_manager
 from .launch import print_error
@@ -29,6 +29,7 @@ def parser():
     logs.add_parser(sub)
     metrics.add_parsers(sub)
     top.add_parser(sub)
+    healthmgr.add_parser(sub)
     serve.add_parser(sub)
     daemons.add_parsers(sub)
     return ap

@@ -286,6 +286,37 @@ def component_summary(name, c):
     return Group(top, lat)
 
 
+HEALTH_DECISIONS = 4  # the last decisions of the health manager shown under the stream managers
+OUTCOME_STYLES = {"PENDING": "cyan", "HELPED": "green", "DID_NOT_HELP": "bold red", "FAILED": "bold red",
+                  "BLACKLISTED": "yellow", "REPORTED": "yellow", "UNKNOWN": "dim", "INTERRUPTED": "dim"}
+
+
+def health(doc, limit=HEALTH_DECISIONS):
+    """The health manager's last decisions (only when it is on: ``healthmgr`` in the doc)."""
+    hm = doc.get("healthmgr")
+    if not isinstance(hm, dict):
+        return None
+    from streammgr.health.manager import describe
+
+    title = Text("health manager", style="bold")
+    if hm.get("in_flight") is not None:
+        title.append(f"  carrying out #{hm['in_flight']}", "cyan")
+    elif hm.get("pending"):
+        title.append(f"  judging #{(hm['pending'] or {}).get('id')}", "cyan")
+    bl = hm.get("blacklist") or []
+    if bl:
+        title.append("  blacklisted: " + ", ".join(f"{b.get('diagnosis')} {b.get('component')}" for b in bl),
+                     "yellow")
+    lines = [Text(""), title]
+    decisions = (hm.get("decisions") or [])[-limit:]
+    if not decisions:
+        lines.append(Text("no decisions yet", style="dim"))
+    for d in decisions:
+        lines.append(Text(describe(d), style=OUTCOME_STYLES.get(d.get("outcome"), ""), no_wrap=True,
+                          overflow="ellipsis"))
+    return Group(*lines)
+
+
 def render(doc, selected=None, cursor=0, warning=None, can_back=False, live=True):
     """The view of one topology: the component table, or (``selected``) the tasks of
     one component. ``cursor`` is the highlighted row; ``warning`` a line shown in the
@@ -299,6 +330,9 @@ def render(doc, selected=None, cursor=0, warning=None, can_back=False, live=True
     if selected is None:
         parts += [components_table(doc, cursor if order and live else None), throughput(doc), Text(""),
                   stmgrs_table(doc)]
+        hm = health(doc)
+        if hm is not None:
+            parts.append(hm)
         keys = MAIN_KEYS + ("   b/esc: list" if can_back else "")
     else:
         parts += [component_summary(selected, doc["components"][selected]), Text(""),

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from .detectors import detect
 from .diagnosers import diagnose
 from .model import (BACKPRESSURE, BLACKLISTED, DID_NOT_HELP, FAILED, LOW_UTILIZATION, PENDING, REPORT, REPORTED,
-                    UNATTRIBUTED_BACKPRESSURE, Settings)
+                    UNATTRIBUTED_BACKPRESSURE, Action, Diagnosis, Settings, Symptom)
 from .resolvers import evaluate, resolve
 from .sensors import measure
 
@@ -67,6 +67,18 @@ class Decision:
             "action": self.action.to_dict(), "outcome": self.outcome,
             "evidence": self.diagnosis.evidence, "outcome_time": self.outcome_time,
             "outcome_evidence": self.outcome_evidence})
+
+    @classmethod
+    def from_dict(cls, d):
+        """A decision back from :meth:`to_dict` (a topology master that took over a
+        pending one from its predecessor). The diagnosis keeps its evidence; its
+        symptoms are the decision's."""
+        symptoms = [Symptom(**x) for x in d.get("symptoms") or ()]
+        dg = d.get("diagnosis") or {}
+        diagnosis = Diagnosis(dg.get("kind"), dg.get("component"), dg.get("task"), tuple(symptoms),
+                              dict(d.get("evidence") or {}))
+        return cls(d["id"], d["time"], diagnosis, Action(**d["action"]), symptoms, d.get("outcome", PENDING),
+                   d.get("outcome_time"), dict(d.get("outcome_evidence") or {}))
 
     def summary(self):
         a = self.action
@@ -187,6 +199,18 @@ class HealthManager:
         post-action wait counts from here."""
         if self.pending is not None:
             self.pending.started = now
+
+    def resume(self, decision, before, now, applied=True):
+        """Take over a PENDING ``decision`` (:meth:`Decision.from_dict`) made by an earlier
+        manager, with the Measurements it was made on (``before``): it is judged
+        ``post.action.wait.secs`` after ``now`` (``applied``), or, not applied, it is FAILED
+        at once (pass ``applied`` as the error). Decision ids go on after it."""
+        self.log.append(decision)
+        self._ids = itertools.count(max(decision.id, max((d.id for d in self.log), default=0)) + 1)
+        self.pending = Pending(decision, now, before)
+        if applied is not True:
+            return self.action_failed(now, applied)
+        return decision
 
     def clear_blacklist(self):
         self.blacklist.clear()
