@@ -8,7 +8,13 @@ host shares)::
 
 and the record of which checkpoints are complete lives in the state manager::
 
-    checkpoints/<topology>/<checkpoint id>   {"id", "tasks", "completed_at"}
+    checkpoints/<topology>/<checkpoint id>   {"id", "tasks", "completed_at", "layout"}
+
+``layout`` is the task layout the checkpoint was taken with (:func:`task_layout`):
+which component and index each task id had, and each component's parallelism. A
+restore under another packing (a rebalance changed a parallelism, so task ids and
+indexes moved) finds a task's old state through it, by component and index, never
+by task id.
 
 A checkpoint is complete exactly when its metadata document exists: the
 topology master writes it (``mark_complete``) once every task has saved, and
@@ -226,22 +232,40 @@ class CheckpointStore:
         return sorted(tasks, key=lambda t: (isinstance(t, str), t))
 
     # -- the topology master's side
-    def mark_complete(self, checkpoint_id, tasks):
+    def mark_complete(self, checkpoint_id, tasks, layout=None):
         """Record ``checkpoint_id`` as complete (every task in ``tasks`` saved it), then
-        prune. Raises :class:`CheckpointMissing` if a task's file is not there."""
+        prune. Raises :class:`CheckpointMissing` if a task's file is not there.
+        ``layout``: the task layout it was taken with (:func:`task_layout`); it must
+        name exactly ``tasks``. Without one (older callers) a restore assumes the
+        checkpoint was taken with the current packing."""
         _check_id(checkpoint_id)
         tasks = sorted({_check_task(t) for t in tasks}, key=lambda t: (isinstance(t, str), t))
+        if layout is not None:
+            layout = check_layout(layout)
+            named = sorted(_task_from_name(t) for t in layout["tasks"])
+            if set(named) != set(tasks):
+                raise CheckpointError(f"checkpoint {checkpoint_id} of {self.topology!r}: the layout names "
+                                      f"tasks {named}, the checkpoint has {tasks}")
         missing = [t for t in tasks if not os.path.isfile(self.path(checkpoint_id, t))]
         if missing:
             raise CheckpointMissing(f"checkpoint {checkpoint_id} of {self.topology!r} cannot be complete: "
                                     f"no state saved for tasks {missing} (in {self.checkpoint_dir(checkpoint_id)})")
         doc = {"id": checkpoint_id, "tasks": tasks, "completed_at": self._clock()}
+        if layout is not None:
+            doc["layout"] = layout
         self.sm.put(f"{self.meta}/{checkpoint_id}", doc)
         self.prune()
         return doc
 
     def metadata(self, checkpoint_id):
         return self.sm.get(f"{self.meta}/{_check_id(checkpoint_id)}")
+
+    def layout(self, checkpoint_id):
+        """The task layout ``checkpoint_id`` was taken with, or None (not complete, or
+        recorded without one)."""
+        doc = self.metadata(checkpoint_id)
+        lay = (doc or {}).get("layout")
+        return None if lay is None else check_layout(lay)
 
     def complete_ids(self):
         """Ids of the complete checkpoints, oldest first."""
@@ -285,6 +309,55 @@ class CheckpointStore:
         """Remove every checkpoint of the topology (files and metadata): for ``kill``."""
         self.sm.delete(self.meta)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# -- task layouts --------------------------------------------------------------------------
+
+def task_layout(task_component, task_index=None):
+    """The task layout of a packing (a ``PackingPlan``, or ``task_component`` and
+    ``task_index`` dicts), as stored in checkpoint metadata and sent in RESTORE::
+
+        {"tasks": {"<task id>": [component, index], ...},
+         "parallelism": {component: number of tasks, ...}}
+
+    Task ids are strings (JSON and msgpack maps in the state manager and on the wire)."""
+    if task_index is None:
+        task_component, task_index = task_component.task_component, task_component.task_index
+    par = {}
+    for comp in task_component.values():
+        par[comp] = par.get(comp, 0) + 1
+    return check_layout({"tasks": {str(t): [c, task_index[t]] for t, c in sorted(task_component.items())},
+                         "parallelism": par})
+
+
+def check_layout(layout):
+    """``layout`` checked (each component's indexes are exactly 0..parallelism-1, once
+    each); raises :class:`CheckpointError`. Returns it."""
+    if not isinstance(layout, dict) or not isinstance(layout.get("tasks"), dict) \
+            or not isinstance(layout.get("parallelism"), dict):
+        raise CheckpointError(f"a task layout is {{'tasks': ..., 'parallelism': ...}}, got {layout!r}")
+    seen = {}
+    for t, v in layout["tasks"].items():
+        if not (isinstance(v, (list, tuple)) and len(v) == 2 and isinstance(v[0], str)
+                and isinstance(v[1], int) and not isinstance(v[1], bool)):
+            raise CheckpointError(f"task layout: task {t!r} has {v!r}, not [component, index]")
+        seen.setdefault(v[0], []).append(v[1])
+    for comp, n in layout["parallelism"].items():
+        if sorted(seen.get(comp, [])) != list(range(n if isinstance(n, int) else -1)):
+            raise CheckpointError(f"task layout: component {comp!r} has parallelism {n!r} but task indexes "
+                                  f"{sorted(seen.get(comp, []))}")
+    extra = set(seen) - set(layout["parallelism"])
+    if extra:
+        raise CheckpointError(f"task layout: components {sorted(extra)} have tasks but no parallelism")
+    return layout
+
+
+def component_tasks(layout, component):
+    """The task ids ``component`` had in ``layout``, in index order (None if it had none)."""
+    out = {v[1]: _task_from_name(t) for t, v in layout["tasks"].items() if v[0] == component}
+    if not out:
+        return None
+    return [out[i] for i in range(len(out))]
 
 
 # -- configuration -------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from bittern.api.context import TopologyContext
 from bittern.api.metrics import read_metric
 from bittern.api.state import KeyGroups, State, is_stateful
 from bittern.api.tuple import register_schema
-from bittern.checkpoint import CheckpointStore, checkpoint_settings
+from bittern.checkpoint import CheckpointStore, checkpoint_settings, task_layout
 from bittern.config import ATLEAST_ONCE, EFFECTIVELY_ONCE
 from bittern.loader import load_class
 from bittern.proc import ParentWatch, SignalWaker
@@ -30,6 +30,7 @@ from bittern.procstats import ProcStats
 from bittern.wire import ACK, CTRL, DATA, Op
 
 from .emitter import Emitter, EpochEmitter, build_routers, downstream_tasks
+from .rescale import restore_state
 
 log = logging.getLogger("bittern.instance")
 
@@ -221,7 +222,7 @@ class Instance:
             if epoch == self.epoch:  # sent again (to late registrants): answer again
                 self.send_ctrl(Op.RESTORED, epoch=epoch)
                 return
-            self.restore(msg.get("id"), epoch)
+            self.restore(msg.get("id"), epoch, msg.get("layout"))
         elif op == Op.RESUME:
             if epoch == self.epoch:
                 self.resumed = self.started = True
@@ -234,11 +235,16 @@ class Instance:
             if self.epoch >= 0:  # (before its first restore a sink has nothing to commit)
                 self.on_checkpoint_commit(msg["id"])
 
-    def restore(self, checkpoint_id, epoch):
-        """RESTORE(checkpoint_id, epoch): drop what was emitted and not sent, load the
-        state of ``checkpoint_id`` (empty if None), ``init_state`` again, resolve the
-        sink, then answer RESTORED. Nothing is emitted until RESUME. A failure here is
-        fatal: the task cannot take part in the epoch."""
+    def restore(self, checkpoint_id, epoch, layout=None):
+        """RESTORE(checkpoint_id, epoch, layout): drop what was emitted and not sent,
+        load the state of ``checkpoint_id`` (empty if None), ``init_state`` again,
+        resolve the sink, then answer RESTORED. Nothing is emitted until RESUME. A
+        failure here is fatal: the task cannot take part in the epoch.
+
+        ``layout`` is the task layout the checkpoint was taken with (the topology master
+        reads it from the checkpoint's metadata; None: the current packing's). The task
+        finds its old state by component and index, merging key groups from several old
+        tasks when its component's parallelism changed (:mod:`instance.rescale`)."""
         self.resumed = self.started = False
         self.epoch = -1  # until restored: input is dropped
         self.emitter.drop()
@@ -246,12 +252,9 @@ class Instance:
         try:
             pk = self.plan.packing
             index, n = pk.task_index[self.task], len(pk.component_tasks[self.component])
-            groups = self.key_groups.groups_of(index, n)
-            if checkpoint_id is None:
-                state = State(self.key_groups, groups)
-            else:
-                state = State.restore(self.store.load(checkpoint_id, self.task), key_groups=self.key_groups,
-                                      owned_groups=groups)
+            state, how = restore_state(self.store, checkpoint_id, layout or task_layout(pk), self.component,
+                                       index, n, self.key_groups, self.kind,
+                                       getattr(self.obj, "rescale_state", None))
             self.state = state
             if is_stateful(self.obj):
                 self.obj.init_state(state)
@@ -261,8 +264,8 @@ class Instance:
             self.report_error("restore", e, fatal=True)
             return
         self.epoch = self.emitter.epoch = epoch
-        log.info("%s[task %d] restored checkpoint %s, epoch %d", self.component, self.task,
-                 checkpoint_id, epoch)
+        log.info("%s[task %d] restored checkpoint %s (%s), epoch %d", self.component, self.task,
+                 checkpoint_id, how, epoch)
         self.send_ctrl(Op.RESTORED, epoch=epoch)
 
     def reset_inputs(self):

@@ -75,9 +75,9 @@ class SpoutInstance(Instance):
     def on_checkpoint_start(self, checkpoint_id):
         self.take_checkpoint(checkpoint_id)
 
-    def restore(self, checkpoint_id, epoch):
+    def restore(self, checkpoint_id, epoch, layout=None):
         self.exhausted = False  # a bounded spout rewound may have more to emit
-        super().restore(checkpoint_id, epoch)
+        super().restore(checkpoint_id, epoch, layout)
 
     def on_done(self):
         if not self.exhausted:

@@ -11,9 +11,11 @@ returns a list of actions:
 * ``Abandon(id, reason)``: checkpoint ``id`` will not complete (timed out, or a
   rollback began); only for the log: the next checkpoint subsumes it.
 * ``Restore(id, epoch)``: broadcast RESTORE: every task rolls back to checkpoint ``id``
-  (None: empty state) and enters ``epoch``. Also sent again to tasks that register
-  during the rollback, and re-sent while answers are missing (a control message to
-  an instance that was not connected is lost).
+  (None: empty state) and enters ``epoch``. The caller adds the task layout ``id`` was
+  taken with (from its metadata), so tasks find their old state after a rebalance.
+  Also sent again to tasks that register during the rollback, and re-sent while
+  answers are missing (a control message to an instance that was not connected is
+  lost).
 * ``Resume(epoch)``: every task answered RESTORED for ``epoch``: broadcast RESUME.
 
 Life cycle. The coordinator is idle until :meth:`start` (the topology master saw every

@@ -15,7 +15,7 @@ from collections import deque
 import zmq
 
 from bittern import wire
-from bittern.checkpoint import CheckpointStore, checkpoint_settings
+from bittern.checkpoint import CheckpointStore, checkpoint_settings, task_layout
 from bittern.config import EFFECTIVELY_ONCE
 from bittern.errors import ConfigError
 from bittern.proc import ParentWatch, SignalWaker
@@ -102,6 +102,11 @@ class TopologyMaster:
         timeout = conf["topology.stateful.checkpoint.timeout.secs"]
         if not timeout > 0:
             raise ConfigError(f"topology.stateful.checkpoint.timeout.secs must be > 0, got {timeout!r}")
+        # every complete checkpoint records the layout it was taken with, and RESTORE carries
+        # the layout of the checkpoint it names: after a rebalance the tasks of a component
+        # whose parallelism changed find their old key groups through it
+        self._layout = task_layout(self.plan.packing)
+        self._restore_layouts = {}  # checkpoint id -> its layout (read once from the metadata)
         # RESTORE is re-sent every second while answers are missing: a restarted instance
         # registers on its data connection, and its control connection may come up later
         self.ckpt = ck.CheckpointCoordinator(self.all_tasks, settings.interval_secs, float(timeout),
@@ -116,7 +121,7 @@ class TopologyMaster:
                 self.broadcast(Op.CKPT_START, id=a.checkpoint_id, epoch=a.epoch)
             elif isinstance(a, ck.Complete):
                 try:
-                    self.ckpt_store.mark_complete(a.checkpoint_id, a.tasks)
+                    self.ckpt_store.mark_complete(a.checkpoint_id, a.tasks, layout=self._layout)
                 except Exception as e:  # noqa: BLE001 - the disk or the state manager
                     log.error("checkpoint %d: every task saved it, but it cannot be recorded as complete: "
                               "%s: %s", a.checkpoint_id, type(e).__name__, e)
@@ -127,12 +132,32 @@ class TopologyMaster:
             elif isinstance(a, ck.Restore):
                 self.state.put(self._epoch_path, {"epoch": a.epoch, "submitted_at": self._submitted_at})
                 log.info("restore: every task rolls back to checkpoint %s (epoch %d)", a.checkpoint_id, a.epoch)
-                self.broadcast(Op.RESTORE, id=a.checkpoint_id, epoch=a.epoch)
+                self.broadcast(Op.RESTORE, id=a.checkpoint_id, epoch=a.epoch,
+                               layout=self._layout_of(a.checkpoint_id))
             elif isinstance(a, ck.Resume):
                 log.info("epoch %d: every task restored; resuming", a.epoch)
                 self.broadcast(Op.RESUME, epoch=a.epoch)
             elif isinstance(a, ck.Abandon):
                 log.warning("checkpoint %d abandoned: %s", a.checkpoint_id, a.reason)
+
+    def _layout_of(self, checkpoint_id):
+        """The task layout checkpoint ``checkpoint_id`` was taken with (instances have no
+        state-manager session, so RESTORE carries it); None for no checkpoint, and for one
+        recorded without a layout (taken as the current one)."""
+        if checkpoint_id is None:
+            return None
+        if checkpoint_id not in self._restore_layouts:
+            lay = self.ckpt_store.layout(checkpoint_id)
+            if lay is None:
+                log.warning("checkpoint %d has no task layout in its metadata: its tasks are assumed to "
+                            "have had today's ids and indexes", checkpoint_id)
+            elif lay != self._layout:
+                now = self._layout["parallelism"]
+                changed = {c: f"{n} -> {now.get(c, 0)}" for c, n in lay["parallelism"].items() if now.get(c) != n}
+                log.info("checkpoint %d was taken with another task layout (parallelism changed: %s)",
+                         checkpoint_id, changed or "none")
+            self._restore_layouts = {checkpoint_id: lay}
+        return self._restore_layouts[checkpoint_id]
 
     # -- status -------------------------------------------------------------------------
     def write_status(self):

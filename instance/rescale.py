@@ -1,0 +1,114 @@
+"""Which state a task restores from a checkpoint (EFFECTIVELY_ONCE), also when the
+checkpoint was taken with another parallelism (a rebalance).
+
+RESTORE carries the checkpoint id and the task layout the checkpoint was taken with
+(``bittern.checkpoint.task_layout``: each old task's component and index, each
+component's parallelism). A task finds its old state by its component and index,
+never by its task id: packing numbers tasks over the components in name order, so a
+rebalance that changes one component's parallelism shifts the ids of the others.
+
+* **Same parallelism** (the usual case, and every component a rebalance did not
+  touch): the old task with the same index; its whole state, plain and keyed.
+* **Rescaled component**, keyed state: new task *i* of *n* owns the key groups
+  ``KeyGroups.groups_of(i, n)``; it reads the file of every old task whose groups
+  overlap them (each file once) and keeps only its own groups
+  (``State.restore(data, groups=mine)``, ``merge``). Every group comes from the one
+  old task that owned it, so no key is lost and none lands on two tasks.
+* **Rescaled component**, plain state (it belongs to one task and cannot be split
+  by key): if the component defines ``rescale_state(old, task_index, n_tasks)``, it
+  decides: ``old`` is the list of the old tasks' plain states (dicts, in old index
+  order), the return value (a dict, or None for empty) is this task's plain state.
+  Without it:
+
+  - a bolt: new task *i* takes old task *i*'s plain state if there was one, else
+    starts empty; an old task that no longer exists (a scale-down) must have had
+    none, else the restore fails (:class:`RescaleError`) rather than drop it;
+  - a spout: its plain state is its source offset, which means nothing under
+    another parallelism (a spout shards its source by index and count), so a
+    rescaled spout whose old tasks kept any plain state fails to restore. A spout
+    with no plain state at all (it keeps nothing) rescales freely.
+
+A component missing from the layout (it had no tasks then) starts empty. A layout
+of None (a checkpoint recorded before layouts were) is taken as the current one.
+"""
+from __future__ import annotations
+
+import logging
+
+from bittern.api.state import State
+from bittern.checkpoint import CheckpointError, component_tasks
+
+log = logging.getLogger("bittern.instance")
+
+
+class RescaleError(CheckpointError):
+    """A checkpoint's state cannot be given to the tasks of a new parallelism."""
+
+
+def sources(old_n, index, n, key_groups):
+    """The old task indexes whose key groups overlap those of new task ``index`` of ``n``."""
+    mine = key_groups.groups_of(index, n)
+    if not mine:
+        return []
+    lo, hi = mine[0], mine[-1]
+    return [j for j in range(old_n) if (r := key_groups.groups_of(j, old_n)) and r[0] <= hi and r[-1] >= lo]
+
+
+def restore_state(store, checkpoint_id, layout, component, index, n, key_groups, kind="bolt",
+                  rescale=None):
+    """The State task ``index`` of ``n`` of ``component`` restores from ``checkpoint_id``
+    of ``store`` (None: empty), given the ``layout`` it was taken with. ``rescale``:
+    the component's ``rescale_state`` method, if it has one. Returns ``(state, how)``,
+    ``how`` a short description for the log."""
+    mine = key_groups.groups_of(index, n)
+    if checkpoint_id is None:
+        return State(key_groups, mine), "empty"
+    old = component_tasks(layout, component)
+    if old is None:
+        log.warning("checkpoint %s has no tasks of %r: its %d tasks start empty", checkpoint_id,
+                    component, n)
+        return State(key_groups, mine), f"empty ({component!r} is not in checkpoint {checkpoint_id})"
+    if len(old) == n:
+        return (State.restore(store.load(checkpoint_id, old[index]), key_groups=key_groups, owned_groups=mine),
+                f"task {old[index]}")
+    # rescaled: every old file this task needs, read once
+    need = set(sources(len(old), index, n, key_groups))
+    if rescale is not None or kind == "spout":
+        need.update(range(len(old)))  # every old plain state matters
+    elif index < len(old):
+        need.add(index)
+    files = {j: store.load(checkpoint_id, old[j]) for j in sorted(need)}
+    state = State(key_groups, mine)
+    for j, data in files.items():
+        state.merge(State.restore(data, key_groups=key_groups, groups=mine, plain=False))
+    plains = {j: dict(State.restore(data, key_groups=key_groups, groups=(), plain=True).items())
+              for j, data in files.items()}
+    how = f"{len(old)} -> {n} tasks, key groups {mine.start}..{mine.stop - 1} from old tasks " \
+          f"{[old[j] for j in sorted(files)]}"
+    if rescale is not None:
+        if len(plains) != len(old):  # (cannot happen: every old file was read)
+            raise RescaleError("rescale_state needs every old task's state")
+        plain = rescale([plains[j] for j in range(len(old))], index, n)
+        if plain is not None and not isinstance(plain, dict):
+            raise RescaleError(f"{component}.rescale_state returned {type(plain).__name__}, not a dict or None")
+        for k, v in (plain or {}).items():
+            state.put(k, v)
+        return state, how + ", plain state from rescale_state"
+    if kind == "spout":
+        kept = [old[j] for j, p in sorted(plains.items()) if p]
+        if kept:
+            raise RescaleError(
+                f"spout {component!r} cannot change its parallelism from {len(old)} to {n} under "
+                f"EFFECTIVELY_ONCE: its old tasks {kept} kept state (their source offsets) that means "
+                f"nothing under another parallelism; define rescale_state(old, task_index, n_tasks) on "
+                f"the spout to split or merge it, or keep its parallelism")
+        return state, how
+    dropped = [old[j] for j in range(n, len(old)) if plains.get(j)]
+    if dropped:
+        raise RescaleError(
+            f"bolt {component!r} cannot shrink from {len(old)} to {n} tasks: old tasks {dropped} kept plain "
+            f"(non-keyed) state, which only moves with a task index that still exists; keep such data in "
+            f"state.keyed, or define rescale_state(old, task_index, n_tasks) to merge it")
+    for k, v in plains.get(index, {}).items():
+        state.put(k, v)
+    return state, how
