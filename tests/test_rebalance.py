@@ -1,0 +1,134 @@
+"""``bittern rebalance`` with real processes (local mode): a counter-like bolt
+rescaled 2 -> 4 -> 1 while tuples flow loses nothing; refusals leave the topology
+untouched and running; a rebalance whose new plan cannot start comes back on the
+old plan, running and active."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+from conftest import TOPOLOGIES, wait_for
+
+SEQ = os.path.join(TOPOLOGIES, "rebalance_seq.py")
+
+
+def acked(out):
+    try:
+        return [int(x) for x in open(os.path.join(out, "acks.txt")).read().split()]
+    except FileNotFoundError:
+        return []
+
+
+def sink_numbers(out):
+    seen = []
+    for f in os.listdir(out):
+        if f.startswith("sink-"):
+            seen += [int(x) for x in open(os.path.join(out, f)).read().split()]
+    return seen
+
+
+def task_counts(bittern, name):
+    doc = bittern.json("metrics", name, "--json")
+    return {c: v["tasks"] for c, v in doc["components"].items()}, doc
+
+
+def submit(bittern, name, out, n, *extra):
+    conf = [f"test.out={out}", f"test.count={n}", *extra]
+    args = ["submit", SEQ, "--name", name, "--wait", "0"]
+    for c in conf:
+        args += ["--config", c]
+    bittern(*args, check=True)
+
+
+def one_line_error(r):
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    return lines[0]
+
+
+def test_rebalance_counter_2_4_1_while_running_loses_nothing(bittern, tmp_path):
+    out = str(tmp_path / "out")
+    n = 6000
+    submit(bittern, "rb", out, n, "test.rate=500")
+    try:
+        wait_for(lambda: len(acked(out)) > 800, what="acks flowing")
+        r = bittern("rebalance", "rb", "--parallelism", "count=4", check=True)
+        assert "rebalanced: 6 tasks in 2 container(s)" in r.stdout, r.stdout
+        tasks, doc = task_counts(bittern, "rb")
+        assert tasks == {"spout": 1, "count": 4, "sink": 1} and doc["active"], tasks
+        before = len(acked(out))
+        wait_for(lambda: len(acked(out)) > before + 500, what="progress on 4 counters")
+        r = bittern("rebalance", "rb", "-p", "count=1", "--containers", "1", check=True)
+        assert "rebalanced: 3 tasks in 1 container(s)" in r.stdout, r.stdout
+        tasks, doc = task_counts(bittern, "rb")
+        assert tasks == {"spout": 1, "count": 1, "sink": 1} and doc["containers"] == 1, tasks
+        rows = json.loads(bittern("list", "--json", check=True).stdout)
+        assert rows[0]["tasks"] == 3 and rows[0]["state"] == "RUNNING", rows
+        wait_for(lambda: os.path.exists(os.path.join(out, "done")), timeout=60, what="every id acked")
+        ids = acked(out)
+        assert sorted(ids) == list(range(n)), "every id acked exactly once"
+        missing = set(range(n)) - set(sink_numbers(out))
+        assert not missing, f"{len(missing)} numbers never reached the sink, e.g. {sorted(missing)[:10]}"
+    finally:
+        bittern("kill", "rb", check=True)
+
+
+def test_refusals_leave_the_topology_running(bittern, home, tmp_path):
+    out = str(tmp_path / "out")
+    submit(bittern, "rr", out, 10 ** 7, "test.rate=200")
+    try:
+        wait_for(lambda: len(acked(out)) > 50, what="acks flowing")
+        pids = {k: p["pid"] for k, p in bittern.processes("rr").items()}
+        cases = {("-p", "nope=2"): "has no component 'nope'",
+                 ("-p", "count=0"): "parallelism must be an integer >= 1",
+                 ("-p", "spout=2"): "spout 'spout' cannot be split into 2 tasks: its source allows at most 1",
+                 ("-p", "count=x"): "N must be an integer",
+                 (): "nothing to change"}
+        for args, why in cases.items():
+            line = one_line_error(bittern("rebalance", "rr", *args))
+            assert why in line, line
+        line = one_line_error(bittern("rebalance", "ghost", "-p", "count=2"))
+        assert "no topology named 'ghost'" in line
+        # another rebalance in progress: its marker is held by a live process
+        holder = subprocess.Popen(["sleep", "30"])
+        try:
+            marker = os.path.join(home, "state", "rebalance", "rr.json")
+            os.makedirs(os.path.dirname(marker), exist_ok=True)
+            with open(marker, "w") as f:
+                json.dump({"pid": holder.pid, "host": os.uname().nodename}, f)
+            line = one_line_error(bittern("rebalance", "rr", "-p", "count=3"))
+            assert "already in progress" in line, line
+        finally:
+            holder.kill()
+            holder.wait()
+        # a marker whose process is gone does not block forever
+        r = bittern("rebalance", "rr", "-q", "-p", "count=3", check=True)
+        assert "rebalanced: 5 tasks" in r.stdout
+        assert not os.path.exists(marker)
+        tasks, doc = task_counts(bittern, "rr")
+        assert tasks["count"] == 3 and doc["active"] and doc["phase"] == "RUNNING"
+        assert pids["instance-1"] != bittern.processes("rr")["instance-1"]["pid"]
+    finally:
+        bittern("kill", "rr", check=True)
+
+
+def test_failed_rebalance_comes_back_on_the_old_plan(bittern, home, tmp_path):
+    out = str(tmp_path / "out")
+    submit(bittern, "rf", out, 10 ** 7, "test.rate=300", "test.fail.above=3")
+    try:
+        wait_for(lambda: len(acked(out)) > 50, what="acks flowing")
+        line = one_line_error(bittern("rebalance", "rf", "-q", "-p", "count=4"))
+        assert "back on the old plan" in line and "count cannot run with 4 tasks" in line, line
+        tasks, doc = task_counts(bittern, "rf")
+        assert tasks == {"spout": 1, "count": 2, "sink": 1}, tasks
+        assert doc["phase"] == "RUNNING" and doc["active"], doc["phase"]
+        before = len(acked(out))
+        wait_for(lambda: len(acked(out)) > before + 100, what="tuples flowing on the old plan")
+        assert not os.path.exists(os.path.join(home, "state", "rebalance", "rf.json"))
+        rec = bittern.state("topologies", "rf")
+        assert rec["state"] == "RUNNING"
+        assert {c["name"]: c["par"] for c in rec["definition"]["components"]}["count"] == 2
+    finally:
+        bittern("kill", "rf", check=True)
