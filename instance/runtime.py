@@ -22,7 +22,7 @@ from bittern.api.context import TopologyContext
 from bittern.api.metrics import read_metric
 from bittern.api.state import KeyGroups, State, is_stateful
 from bittern.api.tuple import register_schema
-from bittern.checkpoint import CheckpointStore, checkpoint_settings, task_layout
+from bittern.checkpoint import CheckpointStore, checkpoint_settings, component_tasks, task_layout
 from bittern.config import ATLEAST_ONCE, EFFECTIVELY_ONCE
 from bittern.loader import load_class
 from bittern.proc import ParentWatch, SignalWaker
@@ -260,6 +260,8 @@ class Instance:
                 self.obj.init_state(state)
             if self.sink is not None:
                 self.sink.recover([] if checkpoint_id is None else [checkpoint_id], checkpoint_id)
+                if checkpoint_id is not None and layout is not None:
+                    self.recover_old_sinks(checkpoint_id, layout, index, n)
         except Exception as e:  # noqa: BLE001 - user code or a damaged checkpoint
             self.report_error("restore", e, fatal=True)
             return
@@ -267,6 +269,39 @@ class Instance:
         log.info("%s[task %d] restored checkpoint %s (%s), epoch %d", self.component, self.task,
                  checkpoint_id, how, epoch)
         self.send_ctrl(Op.RESTORED, epoch=epoch)
+
+    def recover_old_sinks(self, checkpoint_id, layout, index, n):
+        """After a rebalance: resolve what sink tasks of this component left under task ids
+        it no longer has. A sink names its output by task id (FileSink's files, a table's
+        rows), and task ids move when a parallelism changes; a checkpoint that was complete
+        but whose CKPT_COMMIT had not reached the old task before it stopped is pending
+        under the old id, and nobody would ever commit it. Old index j is resolved by new
+        task ``j % n``, with a sink made for the old id (``make_sink``), recovered to the
+        restored checkpoint (commit what it pre-committed up to it, abort the rest), closed."""
+        old = component_tasks(layout, self.component) or []
+        now = set(self.plan.packing.component_tasks[self.component])
+        orphans = [(j, t) for j, t in enumerate(old) if t not in now and j % n == index]
+        if not orphans:
+            return
+        make = getattr(self.obj, "make_sink", None)
+        if make is None:
+            log.warning("%s[task %d]: old sink tasks %s of checkpoint %d are gone and this sink has no "
+                        "make_sink: their pending output is not resolved", self.component, self.task,
+                        [t for _, t in orphans], checkpoint_id)
+            return
+        plan = self.plan
+        for j, t in orphans:
+            ctx = TopologyContext(plan.name, t, self.component, j, self.container, self.conf,
+                                  plan.packing.component_tasks, self.task_component, plan.topology)
+            sink = make(self.conf, ctx)
+            sink.open(ctx, self.conf)
+            try:
+                rep = sink.recover([checkpoint_id], checkpoint_id)
+            finally:
+                sink.close()
+            if rep.committed or rep.aborted:
+                log.info("%s[task %d]: resolved the output old task %d left: committed %s, aborted %s",
+                         self.component, self.task, t, rep.committed, rep.aborted)
 
     def reset_inputs(self):
         """A rollback: forget what the input side holds (bolts: the aligner)."""
