@@ -78,6 +78,8 @@ class NimbusApi:
             name, verb = segs[3], segs[4]
             if verb in ("activate", "deactivate") and method == "POST":
                 return 200, n.set_active(name, verb == "activate")
+            if verb == "rebalance" and method == "POST":
+                return 200, n.rebalance(name, self._json(body))
             if verb == "logs" and method == "GET":
                 return self.logs(name, query)
         return None

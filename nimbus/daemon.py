@@ -22,6 +22,7 @@ from bittern.cli.common import NAME_RE
 from bittern.client import TMClient
 from bittern.errors import BitternError
 from bittern.packing import PackingPlan, pack
+from bittern.rebalance import MARKER as REBALANCE_MARKER, RebalanceError, rebalance
 from bittern.wire import Op
 
 from .scheduler import NoSlots, assignment, kept_placement, place, stranded, used_slots
@@ -170,7 +171,8 @@ class Nimbus:
                     asgs.pop(name, None)
                 continue
             status = self.state.status(name) or {}
-            if status.get("phase") == "FAILED":
+            if status.get("phase") == "FAILED" and self.state.get(REBALANCE_MARKER.format(name=name)) is None:
+                # (a rebalance whose new plan failed puts the old one back itself)
                 self._fail(name, rec, status_error(status))
                 asgs.pop(name, None)
                 continue
@@ -317,6 +319,23 @@ class Nimbus:
             missing = rep.get("missing") or []
         return {"name": name, "state": want, "missing": missing}
 
+    def rebalance(self, name, body):
+        """``POST /api/v1/topologies/NAME/rebalance`` ``{parallelism: {C: N}, containers: K|null}``:
+        bittern/rebalance.py run here, with new assignment versions as the deployer."""
+        self.require_leader()
+        par = body.get("parallelism") or {}
+        containers = body.get("containers")
+        if not isinstance(par, dict):
+            raise ApiError(400, "parallelism must be an object {component: N}")
+        try:
+            return rebalance(self.state, name, par, containers, deployer=RebalanceDeployer(self, name),
+                             say=lambda line: log.info("rebalance %s: %s", name, line))
+        except RebalanceError as e:
+            status = {"invalid": 400, "unknown": 404, "busy": 409, "failed": 422}.get(e.kind, 500)
+            raise ApiError(status, str(e)) from None
+        finally:
+            self.wake.set()
+
     def cluster(self):
         nimbuses = [self.state.get(f"nimbus/hosts/{n}") for n in self.state.children("nimbus/hosts")]
         leader = self.leader_url()
@@ -325,3 +344,50 @@ class Nimbus:
                 "supervisors": sorted(self.supervisors().values(), key=lambda d: d.get("id", "")),
                 "pending": dict(self.pending)}
 
+
+
+class RebalanceDeployer:
+    """Puts a rebalance's plan into effect on the cluster (bittern/rebalance.py's deployer):
+    the topology record and a new assignment version with the new packing, placed on
+    the slots its containers had where they still exist; the supervisors restart
+    their containers because the packing changed."""
+
+    def __init__(self, nimbus, name):
+        self.nimbus, self.name = nimbus, name
+
+    def pack(self, tdef, conf):
+        return pack(tdef, conf)
+
+    def deploy(self, rec, packing):
+        n, name = self.nimbus, self.name
+        state = n.state
+        old = state.assignment(name) or {}
+        sups = n.supervisors()
+        asgs = {a: state.assignment(a) for a in state.children("assignments")}
+        keep = {c: w for c, w in kept_placement(old, sups).items() if c in packing.containers}
+        try:
+            placement = place(packing.containers, sups, used_slots(asgs, skip=name), keep)
+        except NoSlots as e:
+            raise RebalanceError(f"no slots for the new plan: {e}", "failed") from None
+        keys = {int(c): k for c, k in (old.get("keys") or {}).items()} or None
+        if keys is not None:
+            for c in packing.containers:
+                if c not in keys:
+                    keys[c] = dict(zip(("public", "secret"), curve.generate()))
+            keys = {c: k for c, k in keys.items() if c in packing.containers}
+        doc = assignment(packing, placement, sups, int(old.get("version") or 0) + 1, keys)
+        self.old_pid = (state.status(name) or {}).get("pid")
+        n._write(lambda: state.put(f"topologies/{name}", rec))
+        n._write(lambda: state.delete(f"status/{name}"))
+        n._write(lambda: state.put(f"assignments/{name}", doc))
+        log.info("topology %s rebalanced to version %d: %d tasks in %d container(s)", name, doc["version"],
+                 len(packing.task_component), len(packing.containers))
+
+    def wait_running(self, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self.nimbus.stopping.is_set():
+            st = self.nimbus.state.status(self.name) or {}
+            if st and st.get("pid") != self.old_pid and st.get("phase") in ("RUNNING", "FAILED"):
+                return st
+            time.sleep(0.1)
+        raise RebalanceError(f"the new plan of {self.name!r} did not start within {timeout:.0f}s", "failed")

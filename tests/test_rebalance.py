@@ -132,3 +132,32 @@ def test_failed_rebalance_comes_back_on_the_old_plan(bittern, home, tmp_path):
         assert {c["name"]: c["par"] for c in rec["definition"]["components"]}["count"] == 2
     finally:
         bittern("kill", "rf", check=True)
+
+
+def test_cluster_rebalance_writes_a_new_assignment_version(zk_server, tmp_path):
+    from clusterkit import Cluster
+    cluster = Cluster(zk_server, tmp_path)
+    try:
+        cluster.start_nimbus()
+        cluster.start_supervisor("a")
+        cluster.start_supervisor("b")
+        out = str(tmp_path / "out")
+        n = 3000
+        cluster.cli("submit", SEQ, "--name", "crb", "--wait", "0", "--config", f"test.out={out}",
+                    "--config", f"test.count={n}", "--config", "test.rate=400", check=True)
+        wait_for(lambda: len(acked(out)) > 300, what="acks flowing")
+        v1 = cluster.assignment("crb")["version"]
+        r = cluster.cli("rebalance", "crb", "-q", "-p", "count=3", "--containers", "3", check=True)
+        assert "rebalanced: 5 tasks in 3 container(s)" in r.stdout, (r.stdout, r.stderr)
+        asg = cluster.assignment("crb")
+        assert asg["version"] == v1 + 1 and len(asg["containers"]) == 3
+        status, doc = cluster.api("/api/v1/topologies/crb/metrics")
+        assert status == 200 and doc["components"]["count"]["tasks"] == 3 and doc["active"], doc
+        r = cluster.cli("rebalance", "crb", "-p", "nope=2")
+        assert r.returncode == 1 and "has no component 'nope'" in r.stderr, r.stderr
+        wait_for(lambda: os.path.exists(os.path.join(out, "done")), timeout=60, what="every id acked")
+        assert sorted(acked(out)) == list(range(n))
+        assert not set(range(n)) - set(sink_numbers(out))
+        cluster.cli("kill", "crb", check=True)
+    finally:
+        cluster.stop()
