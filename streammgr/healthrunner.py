@@ -82,6 +82,7 @@ class HealthRunner:
         self.earlier = []  # decisions of earlier topology masters (dicts), oldest first
         self.in_flight = None  # (decision, thread, result dict) of a scale under way
         self._before = None  # (doc, previous doc) the pending decision was made on
+        self._takeover = False  # a predecessor's pending action: its wait starts when we run
         self._load()
 
     # -- persistence ----------------------------------------------------------------------
@@ -131,6 +132,7 @@ class HealthRunner:
                 applied = (f"the rebalance did not take effect: {a.component} has {have} task(s), "
                            f"not {a.parallelism_to}")
         self.hm.resume(dec, before, now, applied)
+        self._takeover = applied is True
         self._before = (pending.get("before"), pending.get("prev"))
         log.info("health: took over decision #%d from the previous topology master: %s", dec.id,
                  "judged after the post-action wait" if applied is True else f"FAILED ({applied})")
@@ -175,6 +177,9 @@ class HealthRunner:
             return out
         if not self.ready() or self.busy():
             return out
+        if self._takeover:  # the topology runs again (a rebalance activates it last)
+            self._takeover = False
+            self.hm.action_applied(now)
         try:
             doc = self.doc()
         except Exception as e:  # noqa: BLE001
