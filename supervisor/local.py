@@ -42,6 +42,7 @@ class LocalSupervisor:
         self._parent = None if detached else ParentWatch()
         self._ipc = None
         self.replan_wanted = False
+        self.plan = None
 
     def make_plan(self):
         rec = self.state.topology(self.name)
@@ -54,8 +55,10 @@ class LocalSupervisor:
         stmgrs = {c: {"tcp": f"tcp://127.0.0.1:{free_port()}", "ipc": f"ipc://{self._ipc}/c{c}",
                       "ctl": f"ipc://{self._ipc}/k{c}"}
                   for c in packing.containers}
-        plan = RunPlan(self.name, self.home, tdef, packing, f"tcp://127.0.0.1:{free_port()}", stmgrs,
-                       rec["config"])
+        # a re-plan keeps the topology master's endpoint, so clients that hold it (`bittern run`)
+        # reach the new one
+        tmaster = self.plan.tmaster if self.plan is not None else f"tcp://127.0.0.1:{free_port()}"
+        plan = RunPlan(self.name, self.home, tdef, packing, tmaster, stmgrs, rec["config"])
         self.plan_path = os.path.join(self.home, "run", self.name, "plan.json")
         plan.save(self.plan_path)
         asg.update({"tmaster": plan.tmaster, "stmgrs": {str(c): e for c, e in stmgrs.items()},

@@ -119,7 +119,7 @@ def main(args, state, home):
                     if all_done(tdef, client.request(Op.REPORT)):
                         break
                 st = state.status(name) or {}
-                if st.get("phase") == "FAILED":
+                if st.get("phase") == "FAILED" and state.get(f"rebalance/{name}") is None:
                     failed = st.get("error") or {}
                     break
                 if proc.poll() is not None:
