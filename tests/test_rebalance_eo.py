@@ -79,3 +79,25 @@ def test_rebalance_keyed_counts_2_3_2_exactly_once(bittern, tmp_path):
         assert not glob.glob(os.path.join(out, "sink", ".pending-*")), "sink output left pending"
     finally:
         bittern("kill", "rbeo", check=True)
+
+
+def test_a_spout_that_keeps_offsets_is_not_rescaled_and_the_old_plan_goes_on_exactly_once(bittern, tmp_path):
+    """The spout's plain state is its offset, which means nothing under another
+    parallelism: the new plan's spout tasks refuse to restore (RescaleError), the
+    rebalance puts the old plan back, and it resumes from the last checkpoint."""
+    out = str(tmp_path / "out")
+    n = 2500
+    bittern("submit", SEQ, "--name", "rbsp", "--config", f"test.out={out}", "--config", f"test.count={n}",
+            "--config", f"test.rate={RATE}", "--config", f"test.keys={K}", check=True)
+    try:
+        wait_for(lambda: len(committed_rows(out)) > 300, timeout=40, interval=0.25, what="committed output")
+        r = bittern("rebalance", "rbsp", "--parallelism", "spout=2", timeout=240)
+        assert r.returncode == 1, (r.stdout, r.stderr)
+        assert "RescaleError" in r.stderr and "define rescale_state" in r.stderr, r.stderr
+        tasks, doc = component_tasks(bittern, "rbsp")
+        assert tasks == {"spout": 1, "count": 2, "sink": 2} and doc["active"], tasks
+        wait_for(lambda: len(committed_rows(out)) >= n, timeout=120, interval=0.25, what=f"{n} committed rows")
+        time.sleep(1.5)
+        check_exactly_once(committed_rows(out), n)
+    finally:
+        bittern("kill", "rbsp", check=True)
