@@ -58,6 +58,7 @@ from .wire import Op
 __all__ = ["rebalance", "RebalanceError", "parse_parallelism", "split_limit", "LocalDeployer", "MARKER"]
 
 MARKER = "rebalance/{name}"
+FILE_SPOUT_KEY = "spout.files"  # FileSpout's own key (its docstring), not an engine default
 POLL = 0.1
 
 
@@ -124,7 +125,7 @@ def _builtin_limit(cls, conf):
     from .spouts.files import FileSpout, resolve_files
     if issubclass(cls, FileSpout):
         try:
-            return len(resolve_files(conf.get("spout.files")))
+            return len(resolve_files(conf.get(FILE_SPOUT_KEY)))
         except Exception:  # noqa: BLE001 - files unknown here: the spout will say so itself
             return None
     return None
