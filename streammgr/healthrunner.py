@@ -83,6 +83,7 @@ class HealthRunner:
         self.in_flight = None  # (decision, thread, result dict) of a scale under way
         self._before = None  # (doc, previous doc) the pending decision was made on
         self._takeover = False  # a predecessor's pending action: its wait starts when we run
+        self._wall = {}  # decision id -> wall-clock time it was made
         self._load()
 
     # -- persistence ----------------------------------------------------------------------
@@ -125,6 +126,9 @@ class HealthRunner:
             d["outcome"] = "INTERRUPTED"
             self.earlier.append(d)
             return
+        if d.get("at"):
+            self._wall[dec.id] = d["at"]
+            dec.time = now - (time.time() - d["at"])  # its time on this process's clock
         a, applied = dec.action, True
         if a.kind == SCALE and self.parallelism is not None:
             have = self.parallelism(a.component)
@@ -242,7 +246,15 @@ class HealthRunner:
 
     # -- what is shown ----------------------------------------------------------------------
     def decisions(self, limit=None):
-        items = self.earlier + self.hm.decisions()
+        """Decision-log entries, oldest first; ``at`` is the wall-clock time of each
+        (``time`` is this process's monotonic clock, meaningless to a reader)."""
+        mine = self.hm.decisions()
+        for d in mine:
+            d["at"] = self._wall.get(d["id"]) or self._wall.setdefault(
+                d["id"], round(time.time() - (self.clock() - d["time"]), 3))
+            if d.get("outcome_time") is not None:
+                d["outcome_at"] = round(d["at"] + d["outcome_time"] - d["time"], 3)
+        items = self.earlier + mine
         return items[-limit:] if limit else items
 
     def describe(self, limit=DOC_DECISIONS):

@@ -160,3 +160,60 @@ def test_health_manager_scales_the_bottleneck_up_then_down_and_loses_nothing(bit
     finally:
         watch.src.close()
         bittern("kill", NAME, check=True)
+
+
+def test_health_manager_restarts_a_slow_instance(bittern, home, tmp_path):
+    """One of three instances is slow (its first incarnation only): it alone initiates
+    the backpressure and holds the only large queue while the three execute at the same
+    rate, so it is SLOW_INSTANCE, restarted through its stream manager, and that helped.
+    Nothing is lost (what the killed incarnation held is replayed)."""
+    out, rate_file = str(tmp_path / "out"), str(tmp_path / "rate")
+    with open(rate_file, "w") as f:
+        f.write("300")
+    conf = {"test.out": out, "test.rate_file": rate_file, "test.work.ms": 2.5, "test.slow.index": 0,
+            "test.slow.ms": 12, "topology.message.timeout.secs": 5,
+            "topology.healthmgr.enabled": "true", "topology.healthmgr.interval.secs": 3,
+            "topology.healthmgr.post.action.wait.secs": 6,
+            "topology.healthmgr.queue.bytes.threshold": 16 * 1024,
+            "topology.backpressure.high.watermark.bytes": 64 * 1024,
+            "topology.backpressure.low.watermark.bytes": 32 * 1024}
+    args = ["submit", TOPO, "--name", NAME, "--wait", "0"]
+    for k, v in conf.items():
+        args += ["--config", f"{k}={v}"]
+    bittern(*args, check=True)
+    bittern("rebalance", NAME, "--parallelism", "work=3", check=True)  # three instances, one slow
+    watch = Watch(home)
+    try:
+        slow_task = wait_for(lambda: next((int(f[5:]) for f in os.listdir(out) if f.startswith("slow-")), None)
+                             if os.path.isdir(out) else None, what="the slow instance")
+        pid = bittern.processes(NAME)[f"instance-{slow_task}"]["pid"]
+
+        def restart_judged():
+            watch.poll()
+            hm = (watch.doc or {}).get("healthmgr") or {}
+            return next((d for d in hm.get("decisions") or ()
+                         if d["action"]["kind"] == "restart" and d["outcome"] != "PENDING"), None)
+        try:
+            d = wait_for(restart_judged, timeout=60, interval=1.0, what="a judged restart")
+        except AssertionError:
+            print(open(os.path.join(home, "logs", NAME, "tmaster.log")).read()[-6000:])
+            raise
+        assert d["diagnosis"]["kind"] == "SLOW_INSTANCE" and d["action"]["task"] == slow_task, d
+        assert d["outcome"] == "HELPED", d
+        proc = bittern.processes(NAME)[f"instance-{slow_task}"]
+        assert proc["pid"] != pid and proc["restarts"] >= 1, proc
+        r = bittern("healthmgr", NAME, check=True)
+        assert f"SLOW_INSTANCE work task {slow_task}: restart task {slow_task} [HELPED]" in r.stdout, r.stdout
+        log = open(os.path.join(home, "logs", NAME, "tmaster.log")).read()
+        assert "health decision #" in log and "SLOW_INSTANCE" in log
+
+        with open(rate_file, "w") as f:
+            f.write("0")
+        emitted = set(ids(os.path.join(out, "emitted.txt")))
+        wait_for(lambda: emitted <= set(ids(os.path.join(out, "acks.txt"))), timeout=40, interval=0.5,
+                 what=f"acks of all {len(emitted)} emitted ids")
+        missing = emitted - set(sink_ids(out))
+        assert not missing, f"{len(missing)} ids never reached the sink, e.g. {sorted(missing)[:10]}"
+    finally:
+        watch.src.close()
+        bittern("kill", NAME, check=True)

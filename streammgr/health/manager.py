@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -245,8 +246,13 @@ def describe(entry):
     else:
         what = a.get("kind") or "-"
     symptoms = ",".join(sorted({s.get("kind", "?") for s in entry.get("symptoms") or ()})) or "-"
-    t = entry.get("time")
-    return (f"{'' if t is None else f'{t:8.0f}s '}{d.get('kind', '?')} {where}: {what} [{entry.get('outcome')}] "
+    if entry.get("at"):  # the wall-clock time (the topology master adds it)
+        when = time.strftime("%H:%M:%S ", time.localtime(entry["at"]))
+    else:
+        when = "" if entry.get("time") is None else f"{entry['time']:8.0f}s "
+    if entry.get("id") is not None:
+        when += f"#{entry['id']} "
+    return (f"{when}{d.get('kind', '?')} {where}: {what} [{entry.get('outcome')}] "
             f"symptoms {symptoms}; {a.get('reason', '')}").rstrip("; ")
 
 

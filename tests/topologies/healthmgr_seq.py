@@ -12,7 +12,10 @@ spout (par 1) -shuffle-> work (par 1 at submission) -shuffle-> sink (par 1)
   first emits again what was emitted and never acked, then goes on after the
   largest id, so a restart loses nothing.
 * ``work`` sleeps ``test.work.ms`` per tuple (about a third of the spout's rate per
-  task), then passes the id on.
+  task), then passes the id on. With ``test.slow.index = k``, its task of index k
+  sleeps ``test.slow.ms`` instead when ``work`` has more than one task, in its first
+  incarnation only (it leaves ``<test.out>/slow-<task>`` behind): a slow instance
+  that a restart cures.
 * ``sink`` appends each id to ``<test.out>/sink-<task>.txt``.
 """
 import os
@@ -83,6 +86,14 @@ class WorkBolt(Bolt):
 
     def initialize(self, config, context):
         self.delay = float(config.get("test.work.ms", 5.5)) / 1000.0
+        slow = config.get("test.slow.index")
+        tasks = len(context.get_component_tasks(context.component))
+        if slow is not None and int(slow) == context.task_index and tasks > 1:
+            mark = os.path.join(config["test.out"], f"slow-{context.task_id}")
+            if not os.path.exists(mark):
+                os.makedirs(config["test.out"], exist_ok=True)
+                open(mark, "w").close()
+                self.delay = float(config.get("test.slow.ms", 20)) / 1000.0
 
     def process(self, tup):
         time.sleep(self.delay)
