@@ -54,6 +54,24 @@ KEEP_DECISIONS = 100  # decisions saved in the state manager
 SCALE_TIMEOUT = 300.0  # seconds a cluster scale request may wait for nimbus
 
 
+# what the sensors read of a metrics document (streammgr/health/sensors.py): the copy
+# saved with a pending action keeps only these
+_TASK_KEYS = ("component", "container", "pid", "window_secs", "backpressure_initiated_fraction",
+              "backpressure_fraction", "queued_bytes", "execute_rate", "cpu_percent", "capacity",
+              "execute_latency_count")
+_STMGR_KEYS = ("backpressure_secs", "backpressure_secs_by_task", "queued_by_task")
+
+
+def slim(doc):
+    """The part of a metrics document the sensors read (None stays None)."""
+    if not isinstance(doc, dict):
+        return None
+    return {"uptime_secs": doc.get("uptime_secs"),
+            "components": {n: {"kind": (c or {}).get("kind")} for n, c in (doc.get("components") or {}).items()},
+            "tasks": {t: {k: v[k] for k in _TASK_KEYS if k in v} for t, v in (doc.get("tasks") or {}).items()},
+            "stmgrs": {c: {k: v[k] for k in _STMGR_KEYS if k in v} for c, v in (doc.get("stmgrs") or {}).items()}}
+
+
 def log_path(name):
     return f"healthmgr/{name}/log"
 
@@ -150,8 +168,8 @@ class HealthRunner:
                "blacklist": [{"diagnosis": k, "component": c, "decision": i}
                              for (k, c), i in self.hm.blacklist.items()]}
         if self.hm.pending is not None and self._before is not None:
-            doc["pending"] = {"id": self.hm.pending.decision.id, "before": self._before[0],
-                              "prev": self._before[1]}
+            doc["pending"] = {"id": self.hm.pending.decision.id, "before": slim(self._before[0]),
+                              "prev": slim(self._before[1])}
         try:
             self.state.put(log_path(self.name), doc)
         except Exception as e:  # noqa: BLE001
@@ -248,7 +266,7 @@ class HealthRunner:
     def decisions(self, limit=None):
         """Decision-log entries, oldest first; ``at`` is the wall-clock time of each
         (``time`` is this process's monotonic clock, meaningless to a reader)."""
-        mine = self.hm.decisions()
+        mine = self.hm.decisions(limit)
         for d in mine:
             d["at"] = self._wall.get(d["id"]) or self._wall.setdefault(
                 d["id"], round(time.time() - (self.clock() - d["time"]), 3))

@@ -224,3 +224,20 @@ def test_no_round_while_a_rebalance_runs():
     busy[0] = False
     assert len(r.tick()) == 1
     r.wait(5)
+
+
+def test_the_saved_copy_of_a_document_measures_the_same():
+    from streammgr.health import measure
+    from streammgr.healthrunner import slim
+    w = World(par=3, load=4.0)
+    a, b = w.doc(600.0), w.doc(660.0)
+    b["stmgrs"]["0"]["backpressure_secs_by_task"] = {"2": 5.0}
+    a["stmgrs"]["0"]["backpressure_secs_by_task"] = {"2": 1.0}
+    for d in (a, b):
+        for v in d["tasks"].values():
+            v.pop("backpressure_initiated_fraction", None)
+    full, small = measure(b, a), measure(slim(b), slim(a))
+    assert {t: i.to_dict() for t, i in full.instances.items()} == {t: i.to_dict() for t, i in small.instances.items()}
+    assert full.components["split"].to_dict() == small.components["split"].to_dict()
+    assert small.instances[2].backpressure is not None
+    assert slim(None) is None
