@@ -89,8 +89,9 @@ class HealthRunner:
     plan (to tell whether a predecessor's scale took effect)."""
 
     def __init__(self, name, config, doc, restart, scale, state=None, clock=time.monotonic,
-                 ready=lambda: True, caps=None, busy=lambda: False, parallelism=None):
+                 ready=lambda: True, caps=None, busy=lambda: False, parallelism=None, submission=None):
         self.name = name
+        self.submission = submission  # the topology's submitted_at: a log of another submission is not ours
         self.doc, self.restart, self.scale, self.state = doc, restart, scale, state
         self.clock = clock
         self.ready, self.busy = ready, busy
@@ -112,6 +113,10 @@ class HealthRunner:
             saved = self.state.get(log_path(self.name)) or {}
         except Exception as e:  # noqa: BLE001 - the state manager is not the policy's business
             log.warning("health: cannot read the saved decision log: %s", e)
+            return
+        if saved and self.submission is not None and saved.get("submission") != self.submission:
+            log.info("health: the saved decision log belongs to an earlier submission of %s; starting afresh",
+                     self.name)
             return
         self.earlier = list(saved.get("decisions") or [])
         for b in saved.get("blacklist") or ():
@@ -164,7 +169,7 @@ class HealthRunner:
     def _save(self):
         if self.state is None:
             return
-        doc = {"decisions": self.decisions(KEEP_DECISIONS),
+        doc = {"submission": self.submission, "decisions": self.decisions(KEEP_DECISIONS),
                "blacklist": [{"diagnosis": k, "component": c, "decision": i}
                              for (k, c), i in self.hm.blacklist.items()]}
         if self.hm.pending is not None and self._before is not None:
@@ -375,7 +380,8 @@ def attach(tm):
 
     runner = HealthRunner(tm.name, conf, lambda: tm.metrics_doc(window), restart, scale, state=tm.state,
                           ready=lambda: tm.phase == "RUNNING" and tm.active, caps=caps, busy=busy,
-                          parallelism=parallelism)
+                          parallelism=parallelism,
+                          submission=(tm.state.topology(tm.name) or {}).get("submitted_at"))
     log.info("health manager on: a round every %gs, %gs after an action before it is judged",
              runner.settings.interval_secs, runner.settings.post_action_wait_secs)
     return runner

@@ -241,3 +241,20 @@ def test_the_saved_copy_of_a_document_measures_the_same():
     assert full.components["split"].to_dict() == small.components["split"].to_dict()
     assert small.instances[2].backpressure is not None
     assert slim(None) is None
+
+
+def test_a_new_submission_does_not_inherit_the_log(tmp_path):
+    state = LocalStateManager(str(tmp_path))
+    clock, w = Clock(), World(par=2, load=4.0)
+    w.fail_scale = "refused"
+    r = HealthRunner("t", CONF, lambda: w.doc(clock()), w.restart, w.scale, state=state, clock=clock,
+                     submission=1.0)
+    r.tick()
+    r.wait(5)
+    clock.t = 1.0
+    r.tick()
+    assert r.hm.blacklist
+    same = HealthRunner("t", CONF, lambda: w.doc(0.0), w.restart, w.scale, state=state, submission=1.0)
+    assert same.hm.blacklist and same.decisions()
+    again = HealthRunner("t", CONF, lambda: w.doc(0.0), w.restart, w.scale, state=state, submission=2.0)
+    assert not again.hm.blacklist and again.decisions() == []
