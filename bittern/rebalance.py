@@ -241,7 +241,8 @@ def rebalance(state, name, parallelism, containers=None, *, deployer=None, timeo
         raise RebalanceError(f"topology {name!r} is not running (phase {status.get('phase') or 'unknown'}); "
                              "only a running topology can be rebalanced", "busy")
     marker = MARKER.format(name=name)
-    mine = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(), "parallelism": par}
+    mine = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time(), "parallelism": par,
+            "active": bool(status.get("active"))}
     if not state.create(marker, mine):
         held = state.get(marker) or {}
         if not _stale(held):

@@ -67,6 +67,7 @@ class Nimbus:
         self.lease = None  # set while leading
         self.election = None
         self.pending = {}  # topology -> why it is not placed yet
+        self.scaling = {}  # topology -> the thread carrying out a health manager's scale request
         self.token = self._token()
 
     # -- identity -----------------------------------------------------------------------
@@ -123,6 +124,10 @@ class Nimbus:
         self.lease = lease
         log.info("nimbus %s leads", self.url)
         try:
+            try:
+                self.clear_stale_rebalances()
+            except Exception:  # noqa: BLE001 - ZooKeeper trouble: logged; reconcile goes on
+                log.exception("cannot clear the rebalance markers of the previous leader")
             while not self.stopping.is_set() and not lease.lost.is_set():
                 if lease.valid:
                     try:
@@ -189,6 +194,7 @@ class Nimbus:
             self.pending.pop(name, None)
             if new is not None:
                 asgs[name] = new
+            self._serve_scale_request(name)
 
     def _schedule(self, name, rec, asg, sups, asgs):
         """A new assignment for ``name`` if it needs one (first placement, or containers
@@ -335,6 +341,61 @@ class Nimbus:
             raise ApiError(status, str(e)) from None
         finally:
             self.wake.set()
+
+    def clear_stale_rebalances(self):
+        """A new leader: rebalances run on the leader only, so a marker left in
+        ``rebalance/`` belongs to a previous leader that died during it. Remove it (else
+        the topology could never be rebalanced again, nor failed), and activate the
+        topology again if it was active before that rebalance."""
+        for name in self.state.children("rebalance"):
+            path = REBALANCE_MARKER.format(name=name)
+            doc = self.state.get(path) or {}
+            log.warning("topology %s: removing the marker of a rebalance interrupted by a change of leader "
+                        "(%s)", name, doc)
+            self._write(lambda: self.state.delete(path))
+            if doc.get("active") and self.state.topology(name) is not None:
+                try:
+                    self.set_active(name, True)
+                except Exception as e:  # noqa: BLE001 - not running (yet): the user activates it
+                    log.warning("topology %s: could not activate it again: %s", name, e)
+
+    def _serve_scale_request(self, name):
+        """The health manager's scale request (``healthmgr/NAME/request``, written by
+        streammgr/healthrunner.py's cluster scaler): carried out as a rebalance in a
+        thread; the request is marked IN_PROGRESS, then DONE or ERROR (with ``error``)."""
+        path = f"healthmgr/{name}/request"
+        if name in self.scaling:
+            return
+        req = self.state.get(path)
+        if not isinstance(req, dict) or req.get("state") != "REQUESTED":
+            return
+        self._write(lambda: self.state.put(path, dict(req, state="IN_PROGRESS", nimbus=self.url)))
+        t = threading.Thread(target=self._scale, args=(name, path, req), name=f"scale-{name}", daemon=True)
+        self.scaling[name] = t
+        t.start()
+
+    def _scale(self, name, path, req):
+        try:
+            try:
+                par = {str(req["component"]): int(req["parallelism"])}
+            except (KeyError, TypeError, ValueError):
+                raise RebalanceError(f"malformed scale request {req!r}") from None
+            log.info("topology %s: the health manager asks for %s", name, par)
+            rebalance(self.state, name, par, deployer=RebalanceDeployer(self, name),
+                      say=lambda line: log.info("rebalance %s: %s", name, line))
+            outcome = {"state": "DONE"}
+        except Exception as e:  # noqa: BLE001 - reported to the health manager
+            log.warning("topology %s: scale request failed: %s", name, e)
+            outcome = {"state": "ERROR", "error": str(e)}
+        finally:
+            self.scaling.pop(name, None)
+            self.wake.set()
+        try:
+            cur = self.state.get(path) or {}
+            if cur.get("time") == req.get("time"):  # not replaced meanwhile
+                self._write(lambda: self.state.put(path, dict(cur, done_at=time.time(), **outcome)))
+        except Exception:  # noqa: BLE001 - the health manager times the request out
+            log.exception("topology %s: cannot record the outcome of its scale request", name)
 
     def cluster(self):
         nimbuses = [self.state.get(f"nimbus/hosts/{n}") for n in self.state.children("nimbus/hosts")]

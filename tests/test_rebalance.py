@@ -164,6 +164,19 @@ def test_cluster_rebalance_writes_a_new_assignment_version(zk_server, tmp_path):
         assert status == 200 and doc.get("state") != "FAILED", doc
         status, doc = cluster.api("/api/v1/topologies/crb/metrics")
         assert status == 200 and doc["components"]["count"]["tasks"] == 3 and doc["active"], doc
+        # the health manager's way in: a scale request that the leader carries out
+        zk = cluster.state()
+        try:
+            import time
+            req = {"component": "count", "parallelism": 2, "time": time.time(), "state": "REQUESTED"}
+            zk.put("healthmgr/crb/request", req)
+            done = wait_for(lambda: (zk.get("healthmgr/crb/request") or {}).get("state") in ("DONE", "ERROR")
+                            and zk.get("healthmgr/crb/request"), timeout=60, what="the scale request done")
+            assert done["state"] == "DONE" and done["time"] == req["time"], done
+        finally:
+            zk.close()
+        status, doc = cluster.api("/api/v1/topologies/crb/metrics")
+        assert doc["components"]["count"]["tasks"] == 2 and doc["active"], doc
         wait_for(lambda: os.path.exists(os.path.join(out, "done")), timeout=60, what="every id acked")
         assert sorted(acked(out)) == list(range(n))
         assert not set(range(n)) - set(sink_numbers(out))
