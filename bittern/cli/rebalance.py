@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..cluster_client import topology_path
 from ..rebalance import RebalanceError, parse_parallelism, rebalance
-from .common import check_name
+from .common import check_name, require_running
 
 REBALANCE_SLACK_SECS = 60.0  # on top of two start-ups: quiesce, checkpoint, rollback
 
@@ -34,6 +34,7 @@ def _done(doc):
 def main(args, state, home):
     check_name(args.name)
     par = parse_parallelism(args.parallelism)
+    require_running(state, args.name)  # a dead supervisor is named as such, not timed out on
     return _done(rebalance(state, args.name, par, args.containers, say=_say(args)))
 
 
