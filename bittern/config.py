@@ -22,6 +22,8 @@ CHOICES = {
     "topology.serializer": ("msgpack", "pickle"),
 }
 POSITIVE = {"topology.stmgrs", "topology.producer.batch.size"}
+# keys whose value may take several shapes (a string or a list): not type-checked here
+ANY_SHAPE = {"spout.files"}
 
 ATMOST_ONCE, ATLEAST_ONCE, EFFECTIVELY_ONCE = CHOICES["topology.reliability.mode"]
 
@@ -78,6 +80,8 @@ def check(conf, where="config"):
 
 
 def _check_value(key, val, default, where):
+    if key in ANY_SHAPE:
+        return val
     if isinstance(default, bool):
         if not isinstance(val, bool):
             raise ConfigError(f"{where}: {key} must be true or false, got {val!r}")
