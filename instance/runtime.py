@@ -61,8 +61,11 @@ def tune_gc(conf):
         gc.set_threshold(n, g1, g2)
 
 
-class Crash(Exception):
-    """Raised to end the process on purpose (the supervisor restarts it)."""
+class Crash(BaseException):
+    """Raised to end the process on purpose (the supervisor restarts it). A BaseException,
+    so that the handlers that catch a component's errors (``except Exception``) let it
+    through: a multilang component raises it from ``process``/``next_tuple`` when its
+    subprocess dies."""
 
 
 class _NoMetadata:
@@ -123,6 +126,10 @@ class Instance:
         self.procstats = ProcStats()
         self._final_deadline = None
         self._credit = 0  # batches read and not yet credited to the stream manager
+        # Hooks for components that own more than Python code (instance/shell.py, a
+        # multilang subprocess): file descriptors the loop also waits on, and timers.
+        self._watched = {}  # fd -> callback()
+        self._timer_hooks = []  # fn(now) -> seconds until it wants to run again
 
     # -- sending ------------------------------------------------------------------------
     def send(self, frames, sock=None):
@@ -178,6 +185,9 @@ class Instance:
         obj.context, obj.config = ctx, self.conf
         obj.logger = logging.getLogger(f"{self.component}[{self.task}]")
         self.bind(obj)
+        attach = getattr(obj, "_runtime_attach", None)  # multilang components (instance/shell.py)
+        if attach is not None:
+            attach(self)
         obj.initialize(self.conf, ctx)
         self.initialized = True
         if self.eo:
@@ -433,11 +443,30 @@ class Instance:
         return bool((self.sock.getsockopt(zmq.EVENTS) | self.ctl.getsockopt(zmq.EVENTS)) & zmq.POLLIN)
 
     def poll(self, timeout_ms):
-        """Wait for a message (True) or a timeout / stop signal (False)."""
+        """Wait for a message (True) or a timeout / stop signal (False). A watched file
+        descriptor that is readable has its callback run here."""
+        hit = False
         for sock, _ in self._poller.poll(timeout_ms):
             if sock is self.sock or sock is self.ctl:
-                return True
-        return False
+                hit = True
+            elif self._watched:
+                cb = self._watched.get(sock)
+                if cb is not None:
+                    cb()
+        return hit
+
+    def watch(self, fd, callback):
+        """Also wait on ``fd`` (readable) in the loop, calling ``callback()`` then."""
+        self._poller.register(fd, zmq.POLLIN)
+        self._watched[fd] = callback
+
+    def unwatch(self, fd):
+        if self._watched.pop(fd, None) is not None:
+            self._poller.unregister(fd)
+
+    def add_timer(self, fn):
+        """``fn(now)`` runs with the periodic work and returns seconds until it is due again."""
+        self._timer_hooks.append(fn)
 
     def flush(self):
         self.emitter.flush()
@@ -506,7 +535,10 @@ class Instance:
         if now >= self._next_metrics:
             self._next_metrics = now + self._metrics_every
             self.send_metrics()
-        return max(0.0, min(self._next_hb, self._next_metrics) - now)
+        wait = max(0.0, min(self._next_hb, self._next_metrics) - now)
+        for fn in self._timer_hooks:
+            wait = min(wait, max(0.0, fn(now)))
+        return wait
 
     def shutdown(self, clean=True):
         if self.obj is not None and self.initialized and clean:
