@@ -116,3 +116,95 @@ def test_storm_py_split_sentence_word_count(bittern, home, tmp_path, serializer)
     assert dict(got) == want
     assert comps["split"]["emitted"] == sum(want.values()) and comps["split"]["acked"] == n
     assert f"{serializer} serializer" in instance_log(home, "multilang_word_count", "split")
+
+
+# -- the host driven directly (no topology): a fake instance around a ShellBolt ------------
+
+class FakeInstance:
+    def __init__(self, component):
+        from types import SimpleNamespace
+
+        from bittern.loader import MODULE_NAME, load_topology
+        saved_path, saved_mod = list(sys.path), sys.modules.get(MODULE_NAME)
+        try:
+            tdef = load_topology(os.path.join(TOPOLOGIES, "multilang_conformance.py"))
+        finally:  # leave this process's imports as they were
+            sys.path[:] = saved_path
+            if saved_mod is None:
+                sys.modules.pop(MODULE_NAME, None)
+            else:
+                sys.modules[MODULE_NAME] = saved_mod
+        tasks = {i + 1: c for i, c in enumerate(tdef.components)}
+        self.plan = SimpleNamespace(topology=tdef, packing=SimpleNamespace(task_component=tasks))
+        self.task = next(t for t, c in tasks.items() if c == component)
+        self.errors, self.watched, self.timers = [], [], []
+
+    def report_error(self, where, exc, fatal=False):
+        self.errors.append(str(exc))
+
+    def watch(self, fd, cb):
+        self.watched.append(fd)
+
+    def unwatch(self, fd):
+        self.watched.remove(fd)
+
+    def add_timer(self, fn):
+        self.timers.append(fn)
+
+
+def hosted_bolt(tmp_path, scenario, **conf):
+    from types import SimpleNamespace
+
+    from bittern.config import defaults
+    from instance.shell import ShellBolt
+    inst = FakeInstance("exit")
+    config = defaults()
+    config.update({"multilang.command": [sys.executable], "multilang.script": "multilang/fake.py",
+                   "fake.scenario": scenario, "fake.out": str(tmp_path), **conf})
+    bolt = ShellBolt()
+    got = {"emits": [], "acks": [], "fails": []}
+    bolt.emit = lambda values, stream="default", anchors=None, direct_task=None, need_task_ids=False: \
+        got["emits"].append(values) or ([7] if need_task_ids else None)
+    bolt.ack, bolt.fail = got["acks"].append, got["fails"].append
+    bolt.context = SimpleNamespace(component="exit", task_id=inst.task, register_metric=lambda n, m: m)
+    bolt._runtime_attach(inst)
+    bolt.initialize(config, bolt.context)
+    return bolt, inst, got
+
+
+def test_a_slow_child_makes_process_wait_at_max_pending(tmp_path):
+    import time
+
+    from bittern.api.tuple import Tuple
+    bolt, inst, got = hosted_bolt(tmp_path, "slow", **{"topology.shellbolt.max.pending": 2})
+    try:
+        assert inst.watched == [bolt._stdout] and inst.timers
+        big = "x" * 30000  # two of these fill the pipe: then the host's own queue fills
+        t0 = time.monotonic()
+        for i in range(30):
+            bolt.process(Tuple((1, 2), "numbers", "default", 1, [f"{i}{big}"]))
+            assert bolt._queued < 2
+        assert time.monotonic() - t0 > 0.25  # process() waited for the child
+        deadline = time.monotonic() + 20
+        while len(got["acks"]) < 30 and time.monotonic() < deadline:
+            bolt._service(0.1)
+        assert len(got["acks"]) == 30 and len(got["emits"]) == 30 and not inst.errors
+        assert [a.values[0][:2] for a in got["acks"]][:3] == ["0x", "1x", "2x"]
+    finally:
+        bolt.close()
+    assert bolt._proc.poll() is not None
+
+
+def test_acking_an_unknown_id_ends_the_instance(tmp_path):
+    import time
+
+    from bittern.api.tuple import Tuple
+    from instance.runtime import Crash
+    bolt, inst, got = hosted_bolt(tmp_path, "ack_unknown")
+    with pytest.raises(Crash, match="acked id 'nope', which is not a tuple it was given"):
+        bolt.process(Tuple((1, 2), "numbers", "default", 1, [1]))
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            bolt._service(0.1)
+    assert inst.errors and "multilang bolt 'exit'" in inst.errors[0]
+    assert bolt._proc.poll() is not None  # the child was killed with it

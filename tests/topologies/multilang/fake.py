@@ -10,6 +10,8 @@ Bolt scenarios (input ``[n]``):
   garbage         once: print() a line to stdout
   exit            once: exit with code 3
   hang            once: stop reading and answering (heartbeat timeout)
+  slow            20 ms per tuple
+  ack_unknown     ack an id it was never given
   (otherwise: emit [n] anchored, ack)
 Tick tuples are noted in tick-<task>.jsonl and acked.
 Spout scenario ``spout``: emits [i] for i < fake.count with id i, one per next;
@@ -85,6 +87,10 @@ def run_bolt():
             storm.metric("seen", 1)
             storm.ack(tup)
             continue
+        if scenario == "slow":  # a slow consumer: the host's queue fills, process() waits
+            time.sleep(0.02)
+        elif scenario == "ack_unknown":
+            storm.send_message({"command": "ack", "id": "nope"})
         if first_life and seen == 5:
             if scenario == "unknown_anchor":
                 misbehave_now()
