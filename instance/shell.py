@@ -281,7 +281,7 @@ class _ShellComponent:
     def _child_gone(self, how):
         code = None
         try:
-            code = self._proc.wait(timeout=2.0)
+            code = self._proc.wait(timeout=5.0)  # its stdout closed: it is exiting
         except subprocess.TimeoutExpired:
             pass
         self._stderr_thread.join(timeout=1.0)
