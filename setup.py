@@ -18,7 +18,9 @@ setup(
     extras_require={
         "cluster": ["kazoo>=2.9"],  # ZooKeeper state manager (cluster mode)
         "metrics": ["prometheus_client>=0.17"],
-        "spark": ["pyspark>=4.0,<5", "pandas<3", "pyarrow"],
+        # SparkSpout (bittern.spark): pyspark 4 and a Java 17 (scripts/setup.sh checks it);
+        # pyarrow reads Parquet/ORC schemas at submit time without a JVM
+        "spark": ["pyspark>=4.0,<5", "pandas<3", "pyarrow>=14"],
         "dev": ["pytest>=8", "pytest-timeout>=2", "kazoo>=2.9", "prometheus_client>=0.17"],
     },
     entry_points={"console_scripts": ["bittern=bittern.cli.main:main"]},

@@ -23,7 +23,7 @@ CHOICES = {
 }
 POSITIVE = {"topology.stmgrs", "topology.producer.batch.size"}
 # keys whose value may take several shapes (a string or a list): not type-checked here
-ANY_SHAPE = {"spout.files"}
+ANY_SHAPE = {"spout.files", "spout.spark.path", "spout.spark.options", "spout.spark.conf"}
 
 ATMOST_ONCE, ATLEAST_ONCE, EFFECTIVELY_ONCE = CHOICES["topology.reliability.mode"]
 

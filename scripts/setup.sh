@@ -25,6 +25,22 @@ if ! scripts/zookeeper.sh install; then
     echo "setup: warning: ZooKeeper is missing; the cluster-mode tests will fail" >&2
 fi
 
+# Java 17+ for PySpark (bittern[spark]: the SparkSpout and its tests start a local JVM).
+# Installed with apt when missing and we are root; otherwise say what to do.
+java_major() {
+    java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1
+}
+if [ -z "${JAVA_HOME:-}" ] && { ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; }; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "setup: installing openjdk-17-jre-headless with apt-get (PySpark needs Java 17+)" >&2
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
+    else
+        echo "setup: warning: no Java 17+ on PATH (and no JAVA_HOME): bittern[spark]'s SparkSpout cannot" \
+             "start Spark and tests/test_spark.py will fail; install a JRE 17 (Debian: openjdk-17-jre-headless)" >&2
+    fi
+fi
+
 PY=${PYTHON:-python3}
 if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
     echo "error: Bittern needs Python >= 3.11 (found: $("$PY" --version 2>&1))" >&2
@@ -37,7 +53,7 @@ fi
 # Reinstall only when setup.py changed since the last successful install.
 stamp=.venv/.bittern-installed
 if [ ! -f "$stamp" ] || [ setup.py -nt "$stamp" ]; then
-    echo "setup: installing bittern[dev] into .venv" >&2
-    .venv/bin/pip install --disable-pip-version-check -q -e ".[dev]"
+    echo "setup: installing bittern[dev,spark] into .venv (pyspark is ~460 MB: the first time takes a minute)" >&2
+    .venv/bin/pip install --disable-pip-version-check -q -e ".[dev,spark]"
     touch "$stamp"
 fi

@@ -8,7 +8,7 @@ import time
 
 from .. import config as cfg
 from ..errors import BitternError, ConfigError, StateError
-from ..loader import load_topology
+from ..loader import load_class, load_topology
 from ..packing import round_robin
 from ..proc import module_cmd, pid_alive, spawn, stop_pids
 from .common import check_name, liveness, supervisor_pid
@@ -27,7 +27,18 @@ def prepare(path, name=None, overrides=(), warn=print):
     for w in warnings:
         warn(f"warning: {w}")
     conf = cfg.merge(topo_conf, cli_conf)
+    preflight(tdef, conf)
     return tdef, conf
+
+
+def preflight(tdef, conf):
+    """Let each component class check what it can before anything starts: a class
+    with a ``preflight(config)`` classmethod (``bittern.spark.SparkSpout``: Java, its
+    files, their format and columns) gets its merged config and may raise."""
+    for comp in tdef.components.values():
+        check = getattr(load_class(tdef, comp.class_path), "preflight", None)
+        if callable(check):
+            check(dict(conf, **comp.config))
 
 
 def clean_stale(state, name):
