@@ -8,7 +8,8 @@ import sys
 
 from bittern import logs
 
-from .stmgr import HANGUP, StreamManager, load_plan
+from .planfile import HANGUP, load_plan
+from .stmgr import StreamManager
 
 
 def main(argv=None):

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import copy
 import errno
-import json
 import logging
 import os
 import signal
@@ -50,10 +49,11 @@ import zmq
 from bittern import curve, wire
 from bittern.proc import ParentWatch, SignalWaker
 from bittern.procstats import ProcStats
-from bittern.runplan import RunPlan
 from bittern.wire import CTRL, ROUTED, Op
 
 from .backpressure import ANNOUNCE, SPOUTS, Backpressure
+from .lograte import Throttle
+from .planfile import HANGUP, load_plan, plan_changes, plan_keys
 from .routing import LOCAL, PEER, OutQueues, RoutingTable
 
 log = logging.getLogger("bittern.stmgr")
@@ -64,115 +64,11 @@ SNDHWM = 100  # batches a socket holds per peer before the stream manager queues
 # Batches in flight toward one instance: it returns credit as it reads them. Beyond this,
 # batches wait in the stream manager's queue, where backpressure can see them.
 WINDOW = 32
-LOG_EVERY = 1.0  # seconds between two log lines about dropped or refused traffic on the tcp port
 # handshake failures on the tcp port, as the socket monitor reports them
 DENIED_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                  | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 _PROTOCOL_ERRORS = {getattr(zmq, n): n[len("PROTOCOL_ERROR_"):].lower()
                     for n in dir(zmq) if n.startswith("PROTOCOL_ERROR_")}
-
-
-class Throttle:
-    """At most one log line per ``every`` seconds; counts the lines it held back."""
-
-    def __init__(self, every=LOG_EVERY):
-        self.every = every
-        self._next = 0.0
-        self.held = 0
-
-    def ready(self, now=None):
-        """True if a line may be logged now (then ``held`` says how many were not)."""
-        now = time.monotonic() if now is None else now
-        if now < self._next:
-            self.held += 1
-            return False
-        self._next = now + self.every
-        return True
-
-    def filter(self, record):  # as a logging filter (the ZAP thread logs each refused key)
-        held = self.held
-        if not self.ready():
-            return False
-        if held:
-            record.msg = f"{record.msg} (and {held} more like it)"
-        self.held = 0
-        return True
-
-
-def plan_keys(plan):
-    """The plan's CURVE keys as ``{container: {"public", "secret"}}``, or None (local mode)."""
-    keys = getattr(plan, "keys", None)
-    if not keys:
-        return None
-    return {int(c): k for c, k in keys.items()}
-
-
-def load_plan(path):
-    """The run plan at ``path``, with its CURVE keys even where RunPlan does not carry them."""
-    plan = RunPlan.load(path)
-    if getattr(plan, "keys", None) is None:
-        with open(path) as f:
-            keys = json.load(f).get("keys")
-        if keys:
-            plan.keys = {int(c): k for c, k in keys.items()}
-    return plan
-
-
-class Hangup:
-    """SIGHUP as a flag. The handler only records the request; the main loop acts on it
-    (SignalWaker's wakeup fd, which every signal writes to, wakes its poll)."""
-
-    def __init__(self):
-        self.pending = False
-
-    def install(self):
-        signal.signal(signal.SIGHUP, self._handle)
-
-    def _handle(self, signum, frame):
-        self.pending = True
-
-    def take(self):
-        pending, self.pending = self.pending, False
-        return pending
-
-
-HANGUP = Hangup()  # signal handlers are per process: so is this
-
-
-def plan_conflicts(old, new, container):
-    """What differs between two plans that a running stream manager of ``container``
-    cannot take: a list of readable differences, empty if ``new`` can be applied live."""
-    out = []
-    if new.name != old.name:
-        out.append(f"topology name {old.name!r} -> {new.name!r}")
-    if set(new.stmgrs) != set(old.stmgrs) or set(new.packing.containers) != set(old.packing.containers):
-        out.append(f"containers {sorted(set(old.stmgrs) | set(old.packing.containers))} -> "
-                   f"{sorted(set(new.stmgrs) | set(new.packing.containers))}")
-    otc, ntc = old.packing.task_container, new.packing.task_container
-    if set(otc) != set(ntc):
-        out.append(f"tasks {sorted(otc)} -> {sorted(ntc)}")
-    moved = [f"{t}: {otc[t]}->{ntc[t]}" for t in sorted(set(otc) & set(ntc)) if otc[t] != ntc[t]]
-    if moved:
-        out.append("packing (task: container) " + ", ".join(moved[:10]) + (" ..." if len(moved) > 10 else ""))
-    ocomp, ncomp = old.packing.task_component, new.packing.task_component
-    recast = [t for t in sorted(set(ocomp) & set(ncomp))
-              if (ocomp[t], old.packing.task_index.get(t)) != (ncomp[t], new.packing.task_index.get(t))]
-    if recast:
-        out.append(f"packing (component or index of tasks {recast[:10]})")
-    mine_old, mine_new = old.stmgrs.get(container) or {}, new.stmgrs.get(container) or {}
-    for ep in sorted(set(mine_old) | set(mine_new)):
-        if mine_old.get(ep) != mine_new.get(ep):
-            out.append(f"this container's own {ep} endpoint {mine_old.get(ep)} -> {mine_new.get(ep)}")
-    okeys, nkeys = plan_keys(old), plan_keys(new)
-    if (okeys is None) != (nkeys is None):
-        out.append("CURVE " + ("off -> on" if okeys is None else "on -> off"))
-    elif okeys is not None:
-        if (okeys.get(container) or {}) != (nkeys.get(container) or {}):
-            out.append("this container's own CURVE keys")
-        missing = [c for c in new.stmgrs if c != container and not (nkeys.get(c) or {}).get("public")]
-        if missing:
-            out.append(f"no CURVE public key for container(s) {missing}")
-    return out
 
 
 class StreamManager:
@@ -535,27 +431,9 @@ class StreamManager:
                       self.plan_path, type(e).__name__, e)
             return False
         # Decide everything before touching a socket: a plan refused here changes nothing.
-        try:
-            conflicts = plan_conflicts(self.plan, new, self.container)
-            if not conflicts:
-                old_keys, new_keys = self.keys, plan_keys(new)
-                moved = [c for c in self.table.peers
-                         if new.stmgrs[c]["tcp"] != self.plan.stmgrs[c]["tcp"]
-                         or (new_keys is not None and new_keys[c]["public"] != old_keys[c]["public"])]
-                for c in moved:
-                    if not str(new.stmgrs[c]["tcp"]).startswith("tcp://"):
-                        conflicts.append(f"container {c}'s tcp endpoint {new.stmgrs[c]['tcp']!r}")
-                tm_moved = new.tmaster != self.plan.tmaster
-                if tm_moved and not str(new.tmaster).startswith("tcp://"):
-                    conflicts.append(f"the topology master endpoint {new.tmaster!r}")
-                allowed = None
-                if self.auth is not None:
-                    allowed = {k["public"] for c, k in new_keys.items()
-                               if c != self.container and k.get("public")}
-                    if allowed == self.auth.allowed:
-                        allowed = None
-        except Exception as e:  # noqa: BLE001 - a malformed plan must not take the container down
-            conflicts = [f"something it cannot read ({type(e).__name__}: {e})"]
+        ch = plan_changes(self.plan, new, self.container, self.table.peers, self.keys,
+                          self.auth.allowed if self.auth is not None else None)
+        conflicts, moved, tm_moved, allowed, new_keys = ch.conflicts, ch.moved, ch.tm_moved, ch.allowed, ch.keys
         if conflicts:
             log.error("SIGHUP: refused the plan %s: it changes %s, which a running stream manager "
                       "cannot take (the container must be restarted); keeping the current plan",

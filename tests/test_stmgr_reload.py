@@ -38,7 +38,8 @@ from bittern.proc import pid_alive, spawn
 from bittern.runplan import RunPlan
 from bittern.wire import CTRL, DATA, Op
 from conftest import wait_for
-from streammgr.stmgr import SNDHWM, StreamManager, load_plan, plan_conflicts
+from streammgr.planfile import load_plan, plan_conflicts
+from streammgr.stmgr import SNDHWM, StreamManager
 
 CONTAINERS = 3
 RUNNING = (0, 1)

@@ -1,0 +1,33 @@
+"""Rate-limited logging for traffic the stream manager drops or refuses."""
+from __future__ import annotations
+
+import time
+
+LOG_EVERY = 1.0  # seconds between two log lines about dropped or refused traffic on the tcp port
+
+
+class Throttle:
+    """At most one log line per ``every`` seconds; counts the lines it held back."""
+
+    def __init__(self, every=LOG_EVERY):
+        self.every = every
+        self._next = 0.0
+        self.held = 0
+
+    def ready(self, now=None):
+        """True if a line may be logged now (then ``held`` says how many were not)."""
+        now = time.monotonic() if now is None else now
+        if now < self._next:
+            self.held += 1
+            return False
+        self._next = now + self.every
+        return True
+
+    def filter(self, record):  # as a logging filter (the ZAP thread logs each refused key)
+        held = self.held
+        if not self.ready():
+            return False
+        if held:
+            record.msg = f"{record.msg} (and {held} more like it)"
+        self.held = 0
+        return True
