@@ -1,0 +1,54 @@
+"""Paths, rows and targets of the benchmark (scripts/bench.py), shared by its parts."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+VENV_PY = os.path.join(ROOT, ".venv", "bin", "python")
+TOPOLOGY = os.path.join(ROOT, "scripts", "bench_topologies", "word_count.py")
+WORK = "/tmp/bittern-bench"
+SAMPLE_EVERY = 0.05
+FOREIGN_CPU_WARN = 50.0  # % of one core used by other processes during a run
+
+PEER_VENVS = {
+    "base": ["pyzmq", "msgpack", "psutil"],
+    "bytewax": ["bytewax==0.21.*", "psutil"],
+}
+
+BITTERN_ROWS = {  # key: (reliability mode, parallelism spout,split,count, containers)
+    "amo-111": ("ATMOST_ONCE", "1,1,1", 1),
+    "alo-111": ("ATLEAST_ONCE", "1,1,1", 1),
+    "amo-122": ("ATMOST_ONCE", "1,2,2", 2),
+    "alo-122": ("ATLEAST_ONCE", "1,2,2", 2),
+    "eo-111": ("EFFECTIVELY_ONCE", "1,1,1", 1),
+}
+ROW_CONFIG = {  # extra config of a row (before --config)
+    "eo-111": {"topology.stateful.checkpoint.interval.seconds": 1},
+}
+PROBES = ["idle-latency", "idle-cpu"]
+PEER_ROWS = ["plain", "zmq", "bytewax"]
+
+# Targets of the benchmark's issue (reported, never asserted).
+TARGET_VS_BYTEWAX = 1.0
+TARGET_VS_ZMQ = 0.30
+TARGET_ALO_OVER_AMO = 0.60
+TARGET_EO_OVER_ALO = 0.75
+TARGET_P99_MS = 50.0
+TARGET_IDLE_CROSS_MS = 10.0
+TARGET_IDLE_CPU_PCT = 1.0
+TARGET_BOLT_RSS_MB = 40.0
+TARGET_WC_RSS_MB = 300.0
+
+
+def bittern_python():
+    """The interpreter that runs ``bittern``: this one if it can import bittern."""
+    if importlib.util.find_spec("bittern") is not None:
+        return sys.executable
+    return VENV_PY
+
+
