@@ -25,6 +25,8 @@ Rows (pick with ``--only``, comma-separated, a prefix matches: ``amo``, ``bitter
   cross the topology.
 * ``idle-cpu``: a topology whose spout emits nothing, for ~10 s: CPU % and RSS of
   every process (the bolts there are trivial bolts).
+* ``--spark`` (instead of the above): Parquet rows/s through a SparkSpout next to a
+  plain PySpark ``toLocalIterator`` loop (scripts/benchkit/spark.py).
 * with ``--peers``: ``plain`` (one Python process, the floor), ``zmq`` (three
   pyzmq processes, msgpack batches of 100: the transport ceiling) and ``bytewax``
   (stateful_map), run from ``--peers-dir`` in their own virtualenvs, created on
@@ -115,8 +117,17 @@ def main(argv=None):
     ap.add_argument("--home", default=os.path.join(WORK, "home"), help="BITTERN_HOME for the runs")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds before a run is killed")
     ap.add_argument("--out", help="append every raw record to this file (JSON lines)")
+    ap.add_argument("--spark", action="store_true",
+                    help="instead: rows/s from Parquet through a SparkSpout (par 1 and 2) next to a plain "
+                         "PySpark toLocalIterator loop (scripts/benchkit/spark.py)")
+    ap.add_argument("--spark-rows", type=int, default=None,
+                    help="rows of the --spark dataset (default 1000000; 100000 with --quick)")
     a = ap.parse_args(argv)
     a.runs = a.runs or (1 if a.quick else 3)
+    if a.spark:
+        from benchkit import spark
+        os.makedirs(WORK, exist_ok=True)
+        return spark.main(a)
     a.n = a.n or (20_000 if a.quick else 300_000)
     a.lat_secs = a.lat_secs or (1.5 if a.quick else 4.0)
     a.idle_secs = a.idle_secs or (3.0 if a.quick else 8.0)
