@@ -64,6 +64,7 @@ Types: :mod:`bittern.spark.typemap`. Checks before anything starts:
 """
 from __future__ import annotations
 
+import importlib.util
 import os
 import queue
 import sys
@@ -130,10 +131,15 @@ class SparkSpout(ReliableSpout):
 
     @classmethod
     def preflight(cls, config):
-        """Run by the CLI before anything starts, without a JVM: Java 17+ is there, the
-        files exist, the format is one Spark reads and the files are of it, and the
-        declared fields are columns of every file. Raises SparkSourceError."""
+        """Run by the CLI before anything starts, without a JVM: pyspark and pyarrow are
+        installed, Java 17+ is there, the files exist, the format is one Spark reads and
+        the files are of it, and the declared fields are columns of every file. Raises
+        SparkSourceError. (In cluster mode this runs on the submitting machine: the
+        paths must be visible there too.)"""
         kind, value, fmt, options = cls.source_config(config)
+        for module in ("pyspark", "pyarrow"):
+            if importlib.util.find_spec(module) is None:
+                raise SparkSourceError(f"SparkSpout needs {module}: pip install 'bittern[spark]'")
         check_java()
         if kind != "path":
             return
