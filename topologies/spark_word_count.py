@@ -28,28 +28,7 @@ from collections import Counter
 from bittern import Bolt, Grouping, Topology
 from bittern.spark import SparkSpout
 
-SENTENCES = [
-    "the quick brown fox jumps over the lazy dog",
-    "an apple a day keeps the doctor away",
-    "all that glitters is not gold",
-    "a journey of a thousand miles begins with a single step",
-    "actions speak louder than words",
-    "the early bird catches the worm every single morning",
-    "it is better late than never",
-    "practice makes perfect but nobody is perfect",
-    "when in rome do as the romans do",
-    "you can not judge a book by its cover",
-    "the pen is mightier than the sword",
-    "fortune favors the bold and the brave",
-    "where there is smoke there is fire",
-    "birds of a feather flock together",
-    "every cloud has a silver lining",
-    "knowledge is power and power corrupts",
-    "time and tide wait for no man",
-    "do not count your chickens before they hatch",
-    "the stream processor counts every word it sees",
-    "keep calm and carry on with the work",
-]
+from word_count import SENTENCES  # the 20 sentences of the plain example, in this directory
 BASE = os.path.join(tempfile.gettempdir(), "bittern-spark-wordcount")
 DEFAULT_LINES, DEFAULT_FILES = 20000, 4
 
