@@ -299,7 +299,8 @@ class Nimbus:
         if rec is None and self.state.assignment(name) is None:
             raise ApiError(404, f"no topology named {name!r}")
         digest = ((rec or {}).get("code") or {}).get("digest")
-        for path in (f"topologies/{name}", f"assignments/{name}", f"status/{name}"):
+        for path in (f"topologies/{name}", f"assignments/{name}", f"status/{name}", f"checkpoints/{name}",
+                     f"healthmgr/{name}"):
             self._write(lambda: self.state.delete(path))
         if digest and not any(((self.state.topology(n) or {}).get("code") or {}).get("digest") == digest
                               for n in self.state.topologies()):

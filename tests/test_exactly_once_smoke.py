@@ -46,8 +46,11 @@ def test_kill_a_stateful_bolt_and_commit_each_input_once(bittern, tmp_path):
         ckpts = bittern.json("metrics", "smoke", "--json")["checkpoints"]
         assert ckpts["restores"] >= 1 and ckpts["last_complete"] >= 2, ckpts
         assert sum(p["restarts"] for p in bittern.processes("smoke").values()) >= 1
+        assert os.listdir(os.path.join(bittern.home, "checkpoints", "smoke"))
     finally:
         bittern("kill", "smoke", check=True)
+    assert not os.path.exists(os.path.join(bittern.home, "checkpoints", "smoke")), "kill removes the checkpoints"
+    assert not os.path.exists(os.path.join(bittern.home, "state", "checkpoints", "smoke")), "and their metadata"
 
 
 def test_a_new_submission_does_not_resume_the_old_checkpoints(bittern, tmp_path):

@@ -7,6 +7,8 @@ import shutil
 import signal
 
 from ..cluster_client import NoSuchTopology, topology_path
+from .. import config as cfg
+from ..checkpoint import CheckpointStore, checkpoint_settings
 from ..errors import BitternError
 from ..proc import pid_alive, signal_pids, stop_pids
 from ..wire import Op
@@ -90,6 +92,8 @@ def kill_main(args, state, home):
         if left:
             print(f"warning: supervisor pid {sup} did not stop in {args.timeout:g}s; killed it")
     leftover = stop_pids([p.get("pid") for p in procs.values()], timeout=2.0)
+    if rec is not None:
+        remove_checkpoints(state, home, name, rec.get("config") or {})
     state.remove_topology(name)
     shutil.rmtree(os.path.join(home, "run", name), ignore_errors=True)
     print(f"topology {name} killed" + (f" (force-killed {leftover})" if leftover else ""))
@@ -120,3 +124,12 @@ def restart_main(args, state, home):
     print(f"restarting {len(pids)} processes of {args.name}"
           + (f" in container {args.container}" if args.container is not None else ""))
     return 0
+
+
+def remove_checkpoints(state, home, name, conf):
+    """The checkpoint files of a killed topology (its metadata goes with the rest)."""
+    try:
+        settings = checkpoint_settings(cfg.merge(conf), home)
+        CheckpointStore(settings.dir, state, name).delete_all()
+    except BitternError as e:  # a bad checkpoint config must not stop a kill
+        print(f"warning: checkpoints of {name} not removed: {e}")

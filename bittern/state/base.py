@@ -73,5 +73,7 @@ class StateManager(ABC):
         return doc
 
     def remove_topology(self, name):
-        for d in ("topologies", "assignments", "status", "processes"):
+        """Everything the state manager holds of a topology (kill): its record and plans,
+        its checkpoints' metadata, the health manager's log, a rebalance marker."""
+        for d in ("topologies", "assignments", "status", "processes", "checkpoints", "healthmgr", "rebalance"):
             self.delete(f"{d}/{name}")

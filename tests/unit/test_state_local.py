@@ -102,8 +102,11 @@ def test_layout_helpers(sm):
     assert sm.processes("wc") == {"procs": {}}
     assert sm.update("status/wc", error="boom") == {"phase": "RUNNING", "error": "boom"}
     assert sm.status("wc") == {"phase": "RUNNING", "error": "boom"}
+    for extra in ("checkpoints/wc/3", "checkpoints/wc/epoch", "healthmgr/wc/log", "rebalance/wc"):
+        sm.put(extra, {"x": 1})
     sm.remove_topology("wc")
     assert [sm.topology("wc"), sm.assignment("wc"), sm.status("wc"), sm.processes("wc")] == [None] * 4
+    assert [sm.children(d) for d in ("checkpoints", "healthmgr", "rebalance")] == [[], [], []]
     assert sm.topologies() == ["other"]
 
 
