@@ -4,19 +4,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System packages the tests drive for real: tmux (the live view is tested in a real
-# terminal). Installed with apt when missing and we are root; otherwise say what to do.
-need_apt=()
-command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
-if [ ${#need_apt[@]} -gt 0 ]; then
+# Debian packages, installed with apt-get when we are root; otherwise say what is missing
+# and what will not work without it (the tests that need it will fail).
+apt_install() {  # apt_install WHY PACKAGE...
+    local why=$1; shift
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "setup: installing ${need_apt[*]} with apt-get" >&2
+        echo "setup: installing $* with apt-get ($why)" >&2
         apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
     else
-        echo "setup: warning: missing ${need_apt[*]} (install with your package manager); the tests that need them will fail" >&2
+        echo "setup: warning: missing $* ($why); install it with your package manager" >&2
     fi
-fi
+}
+
+# tmux: the live view (bittern top) is tested in a real terminal.
+command -v tmux >/dev/null 2>&1 || apt_install "bittern top is tested under tmux" tmux
+
 # ZooKeeper (Debian's package, run from a temp dir by scripts/zookeeper.sh): the
 # cluster-mode state manager is tested against a real server. zookeeper.sh installs
 # it when root; otherwise it names the missing package and we only warn.
@@ -26,19 +29,11 @@ if ! scripts/zookeeper.sh install; then
 fi
 
 # Java 17+ for PySpark (bittern[spark]: the SparkSpout and its tests start a local JVM).
-# Installed with apt when missing and we are root; otherwise say what to do.
 java_major() {
     java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1
 }
 if [ -z "${JAVA_HOME:-}" ] && { ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ] 2>/dev/null; }; then
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "setup: installing openjdk-17-jre-headless with apt-get (PySpark needs Java 17+)" >&2
-        apt-get update -qq >/dev/null
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jre-headless >/dev/null
-    else
-        echo "setup: warning: no Java 17+ on PATH (and no JAVA_HOME): bittern[spark]'s SparkSpout cannot" \
-             "start Spark and tests/test_spark.py will fail; install a JRE 17 (Debian: openjdk-17-jre-headless)" >&2
-    fi
+    apt_install "PySpark needs Java 17+" openjdk-17-jre-headless
 fi
 
 PY=${PYTHON:-python3}
