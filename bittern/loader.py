@@ -6,6 +6,7 @@ file resolves to the same ``module:qualname`` everywhere.
 """
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import sys
@@ -15,6 +16,11 @@ from .api.topology import Topology, TopologyBuilder, import_path
 from .errors import TopologyError
 
 MODULE_NAME = "bittern_topology"
+# Topologies written for other engines (streamparse's DSL, heronpy): each module has
+# ``find(module, path) -> [(attr, builder)]``, ``builder.build(name) -> TopologyDef``
+# and ``builder.topology_name`` (None: the file's name). It is asked only when the
+# user's file imported the package it adapts, and must not import that package itself.
+FOREIGN = {"streamparse": "bittern.compat.streamparse", "heronpy": "bittern.compat.heron"}
 
 
 def code_paths(path):
@@ -67,6 +73,10 @@ def find_topology(module, path):
         elif isinstance(val, TopologyBuilder):
             found.append((attr, val))
     if not found:
+        for package, adapter in FOREIGN.items():
+            if package in sys.modules:
+                found += importlib.import_module(adapter).find(module, path)
+    if not found:
         raise TopologyError(f"topology file {path!r} defines no topology "
                             "(a Topology subclass or a TopologyBuilder)")
     if len(found) > 1:
@@ -80,8 +90,8 @@ def load_topology(path, name=None):
     path = os.path.abspath(path)
     module = import_file(path)
     topo = find_topology(module, path)
-    default_name = name or (topo.topology_name if isinstance(topo, TopologyBuilder)
-                            else os.path.splitext(os.path.basename(path))[0])
+    default_name = name or (None if isinstance(topo, type) else getattr(topo, "topology_name", None)) \
+        or os.path.splitext(os.path.basename(path))[0]
     try:
         tdef = topo.build(default_name)
     except TopologyError as e:

@@ -37,12 +37,12 @@ def processes_of(home):
 class Bittern:
     """Runs the ``bittern`` CLI against one home directory."""
 
-    def __init__(self, home):
-        self.home = home
+    def __init__(self, home, python=sys.executable):
+        self.home, self.python = home, python
         self.env = dict(os.environ, BITTERN_HOME=home, PYTHONUNBUFFERED="1")
 
     def __call__(self, *args, timeout=120, check=False):
-        r = subprocess.run([sys.executable, "-m", "bittern", *map(str, args)], env=self.env,
+        r = subprocess.run([self.python, "-m", "bittern", *map(str, args)], env=self.env,
                            capture_output=True, text=True, timeout=timeout, cwd=ROOT)
         if check and r.returncode != 0:
             raise AssertionError(f"bittern {' '.join(map(str, args))} exited {r.returncode}\n"
@@ -50,7 +50,7 @@ class Bittern:
         return r
 
     def popen(self, *args):
-        return subprocess.Popen([sys.executable, "-m", "bittern", *map(str, args)], env=self.env,
+        return subprocess.Popen([self.python, "-m", "bittern", *map(str, args)], env=self.env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
 
     def json(self, *args, timeout=60):
