@@ -173,6 +173,20 @@ def new_definition(rec, par, containers=None):
 
 
 # -- deployers: how a plan is put into effect ----------------------------------------------------
+def plan_started(status, conf):
+    """Whether the status a new plan's topology master wrote settles its start: FAILED,
+    or RUNNING, and under EFFECTIVELY_ONCE also restored (every task loaded its state
+    from the last checkpoint, ``resumed_epoch``). A task registers before it restores,
+    and a restore can fail (a spout that cannot be rescaled): a rebalance that stopped
+    at RUNNING would report success for a plan that fails a moment later."""
+    phase = status.get("phase")
+    if phase == "FAILED":
+        return True
+    if phase != "RUNNING":
+        return False
+    return conf.get("topology.reliability.mode") != EFFECTIVELY_ONCE or status.get("resumed_epoch") is not None
+
+
 class LocalDeployer:
     """Local mode: the topology's supervisor (one process on this machine) restarts
     its whole process group on the plan in the state manager when it gets SIGHUP
@@ -197,6 +211,7 @@ class LocalDeployer:
             raise RebalanceError(f"the supervisor of {self.name!r} is not running", "failed")
         asg = self.state.assignment(self.name) or {}
         self.version = int(asg.get("version") or 0) + 1
+        self.conf = rec["config"]
         self.state.put(f"topologies/{self.name}", rec)
         self.state.put(f"assignments/{self.name}", dict(asg, packing=packing.to_dict(), version=self.version))
         self.since = time.time()
@@ -210,7 +225,7 @@ class LocalDeployer:
             procs = self.state.processes(self.name) or {}
             if procs.get("version") == self.version:
                 st = self.state.status(self.name) or {}
-                if st.get("updated", 0) >= self.since and st.get("phase") in ("RUNNING", "FAILED"):
+                if st.get("updated", 0) >= self.since and plan_started(st, self.conf):
                     return st
             if sup and not pid_alive(sup):
                 raise RebalanceError(f"the supervisor of {self.name!r} exited", "failed")

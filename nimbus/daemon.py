@@ -22,7 +22,7 @@ from bittern.cli.common import NAME_RE
 from bittern.client import TMClient
 from bittern.errors import BitternError
 from bittern.packing import PackingPlan, pack
-from bittern.rebalance import MARKER as REBALANCE_MARKER, RebalanceError, rebalance
+from bittern.rebalance import MARKER as REBALANCE_MARKER, RebalanceError, plan_started, rebalance
 from bittern.wire import Op
 
 from .scheduler import NoSlots, assignment, kept_placement, place, stranded, used_slots
@@ -423,6 +423,7 @@ class RebalanceDeployer:
     def deploy(self, rec, packing):
         n, name = self.nimbus, self.name
         state = n.state
+        self.conf = rec["config"]
         old = state.assignment(name) or {}
         sups = n.supervisors()
         asgs = {a: state.assignment(a) for a in state.children("assignments")}
@@ -449,7 +450,7 @@ class RebalanceDeployer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and not self.nimbus.stopping.is_set():
             st = self.nimbus.state.status(self.name) or {}
-            if st and st.get("pid") != self.old_pid and st.get("phase") in ("RUNNING", "FAILED"):
+            if st and st.get("pid") != self.old_pid and plan_started(st, self.conf):
                 return st
             time.sleep(0.1)
         raise RebalanceError(f"the new plan of {self.name!r} did not start within {timeout:.0f}s", "failed")

@@ -55,6 +55,7 @@ class TopologyMaster:
         self.stmgrs = {}  # container -> {"pid", "last", "counters", "queued"}
         self.phase = STARTING
         self.error = None
+        self.resumed_epoch = None  # EFFECTIVELY_ONCE: the last epoch every task restored in
         rec = self.state.topology(self.name) or {}
         self.active = rec.get("state", "RUNNING") != "PAUSED"
         self.started = time.monotonic()
@@ -137,6 +138,9 @@ class TopologyMaster:
             elif isinstance(a, ck.Resume):
                 log.info("epoch %d: every task restored; resuming", a.epoch)
                 self.broadcast(Op.RESUME, epoch=a.epoch)
+                first, self.resumed_epoch = self.resumed_epoch is None, a.epoch
+                if first:  # a rebalance waits for it (bittern/rebalance.py plan_started)
+                    self.write_status()
             elif isinstance(a, ck.Abandon):
                 log.warning("checkpoint %d abandoned: %s", a.checkpoint_id, a.reason)
 
@@ -163,6 +167,7 @@ class TopologyMaster:
     def write_status(self):
         self.state.put(f"status/{self.name}", {
             "phase": self.phase, "error": self.error, "active": self.active,
+            "resumed_epoch": self.resumed_epoch,
             "tmaster": self.plan.tmaster, "pid": os.getpid(), "updated": time.time(),
             "host": (self.plan.hosts or {}).get(0) or self.plan.tmaster.split("//")[-1].rpartition(":")[0],
             "tasks_ready": len(self.tasks), "tasks_total": len(self.all_tasks)})

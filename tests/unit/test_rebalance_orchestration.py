@@ -126,3 +126,16 @@ def test_refusals_touch_nothing(state):
         rebalance(state, "nope", {"count": 3}, deployer=d)
     assert e.value.kind == "unknown"
     assert d.deployed == [] and FakeTM.calls == []
+
+
+@pytest.mark.parametrize("status, mode, settled", [
+    ({"phase": "STARTING"}, "ATLEAST_ONCE", False),
+    ({"phase": "RUNNING"}, "ATLEAST_ONCE", True),
+    ({"phase": "FAILED"}, "ATLEAST_ONCE", True),
+    # exactly once: registered is not enough, every task must have restored its state
+    ({"phase": "RUNNING", "resumed_epoch": None}, "EFFECTIVELY_ONCE", False),
+    ({"phase": "RUNNING", "resumed_epoch": 0}, "EFFECTIVELY_ONCE", True),
+    ({"phase": "FAILED", "resumed_epoch": None}, "EFFECTIVELY_ONCE", True),
+])
+def test_a_new_plan_has_started_once_running_and_under_exactly_once_restored(status, mode, settled):
+    assert rb.plan_started(status, {"topology.reliability.mode": mode}) is settled
