@@ -20,6 +20,7 @@ ALIASES = {"topology.workers": "topology.stmgrs"}
 CHOICES = {
     "topology.reliability.mode": ("ATMOST_ONCE", "ATLEAST_ONCE", "EFFECTIVELY_ONCE"),
     "topology.serializer": ("msgpack", "pickle"),
+    "topology.fields.grouping.hash": ("crc32", "storm"),
 }
 POSITIVE = {"topology.stmgrs", "topology.producer.batch.size"}
 # keys whose value may take several shapes (a string or a list): not type-checked here
@@ -103,6 +104,15 @@ def _check_value(key, val, default, where):
                 raise ConfigError(f"{where}: {key} must be one of {', '.join(CHOICES[key])}, got {val!r}")
             val = norm
     return val
+
+
+def check_merged(conf, where):
+    """Checks of keys that only make sense together, on a merged config."""
+    if conf.get("topology.fields.grouping.hash") == "storm" \
+            and conf.get("topology.reliability.mode") == EFFECTIVELY_ONCE:
+        raise ConfigError(f"{where}: topology.fields.grouping.hash = storm cannot be used with "
+                          "EFFECTIVELY_ONCE (fields grouping must route by the key groups of keyed state)")
+    return conf
 
 
 def merge(*layers):

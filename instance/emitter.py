@@ -24,6 +24,7 @@ def build_routers(plan, component, context, key_groups=None):
     tdef, packing = plan.topology, plan.packing
     comp_tasks = packing.component_tasks
     local = set(packing.containers[packing.task_container[context.task_id]])
+    fields_hash = plan.config.get("topology.fields.grouping.hash", "crc32")
     routers = {}
     for stream, decl in tdef.components[component].outputs.items():
         choosers, direct_tasks = [], []
@@ -34,7 +35,7 @@ def build_routers(plan, component, context, key_groups=None):
                 continue
             choosers.append(make_chooser(grouping, tasks, decl["fields"], local, context, component,
                                          stream, where=f"component {bolt!r} input {component!r}",
-                                         key_groups=key_groups))
+                                         key_groups=key_groups, fields_hash=fields_hash))
         routers[stream] = StreamRouter(component, stream, decl["fields"], decl["direct"], choosers,
                                        direct_tasks)
     return routers

@@ -11,7 +11,7 @@ import random
 
 from bittern.api.topology import load_custom_grouping
 from bittern.errors import SchemaError
-from bittern.hashing import stable_hash
+from bittern.hashing import stable_hash, storm_task_index
 
 _KEY_CACHE_MAX = 1 << 16
 
@@ -91,6 +91,34 @@ class FieldsChooser:
         return out
 
 
+class StormFieldsChooser:
+    """Fields grouping placed as Storm 2 places it (``topology.fields.grouping.hash =
+    storm``): the sorted target tasks indexed by ``floorMod(Arrays.deepHashCode(keys),
+    n)`` (:func:`bittern.hashing.storm_task_index`), so a key lands on the task of
+    the same index as on a Storm cluster. Single string keys are cached."""
+
+    def __init__(self, tasks, field_idx):
+        self.tasks = sorted(tasks)
+        self._single = [[t] for t in self.tasks]
+        self._n = len(self.tasks)
+        self._idx = list(field_idx)
+        self._cache = {}
+
+    def choose(self, values):
+        key = [values[i] for i in self._idx]
+        if len(key) != 1 or type(key[0]) is not str:
+            return self._single[storm_task_index(key, self._n)]
+        try:
+            return self._cache[key[0]]
+        except KeyError:
+            pass
+        out = self._single[storm_task_index(key, self._n)]
+        if len(self._cache) >= _KEY_CACHE_MAX:
+            self._cache.clear()
+        self._cache[key[0]] = out
+        return out
+
+
 class AllChooser:
     def __init__(self, tasks):
         self.tasks = sorted(tasks)
@@ -162,12 +190,15 @@ class CustomChooser:
 
 
 def make_chooser(grouping, tasks, fields, local_tasks, context=None, component=None, stream=None,
-                 where="grouping", key_groups=None):
+                 where="grouping", key_groups=None, fields_hash="crc32"):
     """The chooser for one subscription. ``fields`` are the stream's declared fields;
-    ``key_groups``: a ``KeyGroups`` under EFFECTIVELY_ONCE (fields grouping routes by it)."""
+    ``key_groups``: a ``KeyGroups`` under EFFECTIVELY_ONCE (fields grouping routes by it);
+    ``fields_hash``: ``topology.fields.grouping.hash``."""
     kind = grouping.kind
     if kind in ("shuffle", "none"):
         return ShuffleChooser(tasks)
+    if kind == "fields" and fields_hash == "storm" and key_groups is None:
+        return StormFieldsChooser(tasks, [fields.index(f) for f in grouping.fields])
     if kind == "fields":
         return FieldsChooser(tasks, [fields.index(f) for f in grouping.fields], key_groups)
     if kind == "partial_key":

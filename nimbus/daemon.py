@@ -249,9 +249,9 @@ class Nimbus:
             tdef.name = name
         try:
             conf, _warnings = cfg.check(body.get("config") or {}, where=f"topology {name!r} config")
+            conf = cfg.check_merged(cfg.merge(conf), f"topology {name!r}")
         except BitternError as e:
             raise ApiError(400, str(e)) from None
-        conf = cfg.merge(conf)
         try:
             data = base64.b64decode(body.get("archive") or "", validate=True)
         except ValueError:

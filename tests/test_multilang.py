@@ -20,6 +20,8 @@ from collections import Counter
 
 import pytest
 
+from bittern.hashing import storm_task_index
+
 from conftest import ROOT
 
 TOPOLOGIES = os.path.join(ROOT, "tests", "topologies")
@@ -97,23 +99,31 @@ def test_multilang_spout(bittern, home, tmp_path):
     assert records(out, "commands-*.jsonl")[0] == "activate"
 
 
-@pytest.mark.parametrize("serializer", ["json", "msgpack"])
-def test_storm_py_split_sentence_word_count(bittern, home, tmp_path, serializer):
+@pytest.mark.parametrize("serializer, fields_hash", [("json", "storm"), ("msgpack", "crc32")])
+def test_storm_py_split_sentence_word_count(bittern, home, tmp_path, serializer, fields_hash):
+    """With topology.fields.grouping.hash = storm every word is counted by the task a
+    Storm cluster would pick (Java hashCode of the word, over the sorted tasks)."""
     out = str(tmp_path / "out")
     n = 1000
     comps = run(bittern, "multilang_word_count.py", f"wordcount.sentences={n}", f"wordcount.out={out}",
-                f"topology.multilang.serializer={serializer}")
+                f"topology.multilang.serializer={serializer}", f"topology.fields.grouping.hash={fields_hash}")
     sys.path.insert(0, TOPOLOGIES)
     try:
         import multilang_word_count as wc
     finally:
         sys.path.remove(TOPOLOGIES)
-    got = Counter()
+    got, by_task = Counter(), {}
     for path in glob.glob(os.path.join(out, "counts-*.json")):
         with open(path) as f:
-            got.update(json.load(f))
+            by_task[int(path.rsplit("-", 1)[1].split(".")[0])] = counts = json.load(f)
+        got.update(counts)
     want = wc.expected_counts(n)
     assert dict(got) == want
+    if fields_hash == "storm":
+        tasks = sorted(by_task)
+        assert len(tasks) == 2
+        assert {w: t for t in tasks for w in by_task[t]} == \
+            {w: tasks[storm_task_index([w], 2)] for w in want}
     assert comps["split"]["emitted"] == sum(want.values()) and comps["split"]["acked"] == n
     assert f"{serializer} serializer" in instance_log(home, "multilang_word_count", "split")
 

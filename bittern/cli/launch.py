@@ -26,7 +26,7 @@ def prepare(path, name=None, overrides=(), warn=print):
         warnings += w
     for w in warnings:
         warn(f"warning: {w}")
-    conf = cfg.merge(topo_conf, cli_conf)
+    conf = cfg.check_merged(cfg.merge(topo_conf, cli_conf), f"topology {tdef.name!r}")
     preflight(tdef, conf)
     return tdef, conf
 

@@ -224,7 +224,7 @@ def test_build_routers_from_a_plan():
     # a_fields 1-3, b_all 4-5, c_local 6-9, d_direct 10-11, word 12-13
     assert packing.component_tasks["word"] == [12, 13]
     assert packing.containers == {0: [1, 3, 5, 7, 9, 11, 13], 1: [2, 4, 6, 8, 10, 12]}
-    plan = SimpleNamespace(topology=tdef, packing=packing)
+    plan = SimpleNamespace(topology=tdef, packing=packing, config={})
     ctx = TopologyContext("plan", 12, "word", 0, 1, {}, packing.component_tasks,
                           packing.task_component, tdef)
     routers = build_routers(plan, "word", ctx)
@@ -249,3 +249,14 @@ def test_build_routers_from_a_plan():
     p = routers["pointed"]
     assert p.direct and p.direct_tasks == {10, 11}
     assert em.emit(["x"], stream="pointed", direct_task=11, need_task_ids=True) == [11]
+
+
+def test_storm_fields_hash_from_the_plan_config_places_keys_as_storm_does():
+    tdef = PlanTopo.build("plan")
+    packing = round_robin({c.name: c.par for c in tdef.components.values()}, 2)
+    plan = SimpleNamespace(topology=tdef, packing=packing, config={"topology.fields.grouping.hash": "storm"})
+    ctx = TopologyContext("plan", 12, "word", 0, 1, {}, packing.component_tasks,
+                          packing.task_component, tdef)
+    fields = build_routers(plan, "word", ctx)["default"].choosers[0]
+    # a_fields has tasks 1..3; Arrays.deepHashCode(["the"]) = 114832 (a JVM says so), 114832 % 3 = 1
+    assert fields.choose(["the", 0]) == [2]

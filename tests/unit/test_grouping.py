@@ -267,3 +267,46 @@ def test_router_direct_task_on_a_non_direct_stream():
         r.route(["x"], direct_task=1)
     assert str(ei.value) == ("component 'word': emit with direct_task on stream 'default', which is not "
                              "declared direct")
+
+
+# -- Storm's placement (topology.fields.grouping.hash = storm) ------------------------------
+# Expected values were printed by a JVM (OpenJDK 17): Arrays.deepHashCode of the Java
+# objects Storm's multilang JSON becomes (String, Long, Double, Boolean, null, ArrayList,
+# HashMap, byte[]), and Math.floorMod(..., 7) for a few words.
+STORM_KEYS = ["the", -123456789012, {"a": 1, "b": ["x", -7]}, ["word", 42, -0.0, True, None],
+              bytes([1, 200, 3]), float("nan"), "naïve €𝄞"]
+JAVA_SINGLE = [114832, -1097262546, 4780, -2091796625, 29050, 2146959391, 1144676576]
+
+
+def test_java_hash_matches_the_jvm():
+    from bittern.hashing import _list_hash, java_hash
+    assert java_hash("hello") == 99162322 and java_hash("Aa") == java_hash("BB") == 2112
+    assert java_hash(-1) == 0 and java_hash(2 ** 40) == 256 and java_hash(1.5) == 1073217536
+    assert java_hash(True) == 1231 and java_hash(False) == 1237 and java_hash(None) == 0
+    assert [_list_hash([k]) for k in STORM_KEYS] == JAVA_SINGLE
+    assert _list_hash(STORM_KEYS) == 646716922  # several grouping fields at once
+    with pytest.raises(TypeError, match="no Java hashCode for a value of type set"):
+        java_hash({1})
+
+
+def test_storm_fields_chooser_places_words_as_storm_on_sorted_tasks():
+    from bittern.hashing import storm_task_index
+    words = ["the", "cow", "jumped", "over", "moon"]
+    assert [storm_task_index([w], 7) for w in words] == [4, 2, 3, 6, 6]
+    tasks = [17, 11, 12, 13, 14, 15, 16]  # any order: Storm's target tasks are sorted
+    ch = make_chooser(Grouping.fields("w"), tasks, ["n", "w"], set(), fields_hash="storm")
+    assert isinstance(ch, g.StormFieldsChooser)
+    for _ in range(2):  # the second round comes from the cache
+        assert [ch.choose([0, w])[0] for w in words] == [15, 13, 14, 17, 17]
+    two = make_chooser(Grouping.fields("n", "w"), tasks, ["n", "w"], set(), fields_hash="storm")
+    assert two.choose([42, "word"]) == [sorted(tasks)[storm_task_index([42, "word"], 7)]]
+
+
+def test_storm_fields_hash_is_refused_with_exactly_once():
+    from bittern import config as cfg
+    from bittern.errors import ConfigError
+    conf = cfg.merge({"topology.fields.grouping.hash": "storm", "topology.reliability.mode": "EFFECTIVELY_ONCE"})
+    with pytest.raises(ConfigError, match="topology.fields.grouping.hash = storm cannot be used with EFFECTIVELY_ONCE"):
+        cfg.check_merged(conf, "topology 't'")
+    assert cfg.check({"topology.fields.grouping.hash": "STORM"}, where="x")[0] == \
+        {"topology.fields.grouping.hash": "storm"}
