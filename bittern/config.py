@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import os
 import tomllib
 
@@ -27,6 +28,52 @@ POSITIVE = {"topology.stmgrs", "topology.producer.batch.size"}
 ANY_SHAPE = {"spout.files", "spout.spark.path", "spout.spark.options", "spout.spark.conf"}
 
 ATMOST_ONCE, ATLEAST_ONCE, EFFECTIVELY_ONCE = CHOICES["topology.reliability.mode"]
+
+log = logging.getLogger("bittern.config")
+
+
+def _acker_executors(val):
+    if val is None:  # Storm's default: one acker per worker, so acking is on
+        return ATLEAST_ONCE
+    if isinstance(val, bool) or not isinstance(val, int) or val < 0:
+        raise ValueError("a whole number >= 0")
+    return ATLEAST_ONCE if val else ATMOST_ONCE
+
+
+def _tick_ms(val):
+    if isinstance(val, bool) or not isinstance(val, (int, float)) or val < 0:
+        raise ValueError("a number >= 0")
+    return val / 1000.0
+
+
+def _multilang_serializer(val):
+    """Storm names the multilang serializer by its Java class (JsonSerializer, or a
+    msgpack one such as pystorm's); Bittern by ``json`` / ``msgpack``."""
+    low = str(val).lower()
+    return "msgpack" if "msgpack" in low or "messagepack" in low else "json" if "json" in low else val
+
+
+# Storm's and Heron's keys that Bittern spells otherwise: key -> (Bittern's key, convert).
+# An explicit Bittern key in the same layer wins.
+TRANSLATED = {
+    "topology.acker.executors": ("topology.reliability.mode", _acker_executors),  # Storm: 0 turns acking off
+    "topology.tick.tuple.freq.ms": ("topology.tick.tuple.freq.secs", _tick_ms),  # Heron (Java API)
+}
+# Storm's and Heron's keys with no meaning here: accepted quietly, so that a topology
+# written for them runs unchanged (JVM options, Kryo, resource hints, team labels).
+FOREIGN_PREFIXES = ("topology.kryo.", "topology.container.", "topology.trident.", "topology.worker.",
+                    "topology.acker.", "topology.eventlogger.", "topology.executor.", "topology.transfer.",
+                    "topology.component.", "topology.team.", "topology.spout.wait.", "topology.sleep.spout.",
+                    "topology.backpressure.", "topology.disruptor.", "topology.state.", "topology.testing.")
+FOREIGN_KEYS = {"topology.debug", "topology.name", "topology.cap.ticket", "topology.project.name",
+                "topology.additional.classpath", "topology.auto.task.hooks", "topology.serializer.classname",
+                "topology.skip.missing.kryo.registrations", "topology.fall.back.on.java.serialization",
+                "topology.stats.sample.rate", "topology.builtin.metrics.bucket.size.secs",
+                "topology.environment", "topology.stateful.start.clean", "topology.classpath",
+                "topology.users", "topology.groups", "topology.submitter.principal", "topology.priority",
+                "topology.scheduler.strategy", "topology.bolts.outgoing.overflow.buffer.enable",
+                "topology.python.version", "topology.shellbolt.max.pending.timeout.secs"}
+NORMALISE = {"topology.multilang.serializer": _multilang_serializer}
 
 _defaults_cache = None
 
@@ -69,8 +116,20 @@ def check(conf, where="config"):
         if not isinstance(key, str):
             raise ConfigError(f"{where}: config keys must be strings, got {key!r}")
         key = ALIASES.get(key, key)
-        if key in known:
-            out[key] = _check_value(key, val, known[key], where)
+        if key in TRANSLATED:
+            target, convert = TRANSLATED[key]
+            try:
+                new = convert(val)
+            except ValueError as e:
+                raise ConfigError(f"{where}: {key} must be {e}, got {val!r}") from None
+            if target not in conf:
+                out[target] = _check_value(target, new, known[target], where)
+                log.debug("%s: %s = %r taken as %s = %r", where, key, val, target, new)
+        elif key in known:
+            out[key] = _check_value(key, NORMALISE[key](val) if key in NORMALISE else val, known[key], where)
+        elif key in FOREIGN_KEYS or key.startswith(FOREIGN_PREFIXES):
+            log.debug("%s: %s is a Storm/Heron key with no meaning in Bittern; kept, not used", where, key)
+            out[key] = val
         else:
             if key.startswith(RESERVED_PREFIXES):
                 hint = difflib.get_close_matches(key, known, n=1)

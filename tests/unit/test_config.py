@@ -113,6 +113,40 @@ def test_alias_workers_is_stmgrs():
         config.check({"topology.workers": 0})
 
 
+@pytest.mark.parametrize("conf, want", [
+    ({"topology.acker.executors": 0}, {"topology.reliability.mode": "ATMOST_ONCE"}),
+    ({"topology.acker.executors": 4}, {"topology.reliability.mode": "ATLEAST_ONCE"}),
+    ({"topology.acker.executors": None}, {"topology.reliability.mode": "ATLEAST_ONCE"}),
+    # an explicit Bittern/Heron key in the same layer wins
+    ({"topology.acker.executors": 0, "topology.reliability.mode": "atleast_once"},
+     {"topology.reliability.mode": "ATLEAST_ONCE"}),
+    ({"topology.tick.tuple.freq.ms": 1500}, {"topology.tick.tuple.freq.secs": 1.5}),
+    ({"topology.multilang.serializer": "org.apache.storm.multilang.JsonSerializer"},
+     {"topology.multilang.serializer": "json"}),
+    ({"topology.multilang.serializer": "com.example.MsgpackSerializer"},
+     {"topology.multilang.serializer": "msgpack"}),
+])
+def test_storm_and_heron_keys_carry_over(conf, want):
+    out, warnings = config.check(conf, where="wc")
+    assert (out, warnings) == (want, [])
+
+
+def test_storm_and_heron_keys_without_a_meaning_here_pass_quietly():
+    conf = {"topology.debug": True, "topology.worker.childopts": "-Xmx2g", "topology.kryo.register": ["x"],
+            "topology.container.cpu": 2, "topology.team.name": "data", "topology.component.rammap": "a:1"}
+    assert config.check(conf) == (conf, [])
+
+
+@pytest.mark.parametrize("key, val, msg", [
+    ("topology.acker.executors", -1, "topology.acker.executors must be a whole number >= 0, got -1"),
+    ("topology.acker.executors", "two", "topology.acker.executors must be a whole number >= 0, got 'two'"),
+    ("topology.tick.tuple.freq.ms", "x", "topology.tick.tuple.freq.ms must be a number >= 0, got 'x'"),
+])
+def test_translated_keys_check_their_values(key, val, msg):
+    with pytest.raises(ConfigError, match=f"wc: {msg}"):
+        config.check({key: val}, where="wc")
+
+
 def test_parse_overrides():
     assert config.parse_overrides(["topology.stmgrs=2", "topology.debug=true", "a.b=hello",
                                    "l=[1, 2]", "f=0.5", " spaced = x y ", "eq=a=b", "empty="]) == {
