@@ -146,14 +146,26 @@ class TopologyBuilder:
         self._config = {}
 
     def add_spout(self, name, spout_cls, par=1, config=None, optional_outputs=None):
-        spec = ComponentSpec(spout_cls, "spout", name=name, par=par, config=config)
-        spec.optional_outputs = optional_outputs
-        self._specs.append(spec)
-        return spec
+        """``spout_cls``: a Spout class, or a multilang spout (``ShellSpout.spec(...)``)."""
+        return self._add(name, spout_cls, "spout", par, None, config, optional_outputs)
 
     def add_bolt(self, name, bolt_cls, par=1, inputs=None, config=None, optional_outputs=None):
-        spec = ComponentSpec(bolt_cls, "bolt", name=name, par=par, inputs=inputs, config=config)
-        spec.optional_outputs = optional_outputs
+        """``bolt_cls``: a Bolt class, or a multilang bolt (``ShellBolt.spec(command=...,
+        script=..., outputs=[...])``, as Storm's ``setBolt("split", new ShellBolt(...))``)."""
+        return self._add(name, bolt_cls, "bolt", par, inputs, config, optional_outputs)
+
+    def _add(self, name, cls, kind, par, inputs, config, optional_outputs):
+        if isinstance(cls, ComponentSpec):  # a shell component's spec: placed here
+            spec = cls
+            if spec.kind != kind:
+                raise TopologyError(f"component {name!r}: add_{kind} was given a {spec.kind} spec")
+            spec.name, spec.par, spec.inputs = name, par, inputs
+            spec.config.update(config or {})
+            if optional_outputs is not None:
+                spec.optional_outputs = optional_outputs
+        else:
+            spec = ComponentSpec(cls, kind, name=name, par=par, inputs=inputs, config=config)
+            spec.optional_outputs = optional_outputs
         self._specs.append(spec)
         return spec
 

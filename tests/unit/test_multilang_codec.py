@@ -116,6 +116,21 @@ def test_shell_bolt_spec_builds_into_a_topology():
     json.dumps(tdef.to_dict())  # it travels in the plan
 
 
+def test_shell_components_in_a_topology_builder():
+    from bittern import TopologyBuilder
+    b = TopologyBuilder("ml")
+    words = b.add_spout("words", ShellSpout.spec(command="ruby", script="words.rb", outputs=["word"]), par=2)
+    b.add_bolt("count", ShellBolt.spec(command="python3", script="count.py"), par=3,
+               inputs={words: Grouping.fields("word")}, config={"x.y": 1})
+    tdef = b.build()
+    assert tdef.components["words"].class_path == "instance.shell:ShellSpout" and tdef.components["words"].par == 2
+    count = tdef.components["count"]
+    assert count.par == 3 and count.config["x.y"] == 1 and count.config["multilang.script"] == "count.py"
+    assert count.inputs[0].component == "words" and count.inputs[0].grouping.fields == ("word",)
+    with pytest.raises(TopologyError, match="component 'bad': add_bolt was given a spout spec"):
+        TopologyBuilder("x").add_bolt("bad", ShellSpout.spec(command="ruby"))
+
+
 def test_shell_spout_spec():
     class T(Topology):
         words = ShellSpout.spec(command="ruby words.rb", outputs=["word"], par=2)
