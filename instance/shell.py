@@ -52,6 +52,8 @@ log = logging.getLogger("bittern.instance")
 
 COMMAND_KEY = "multilang.command"
 SCRIPT_KEY = "multilang.script"
+# Tells the child which serializer the host speaks (pystorm children have no other way to know)
+SERIALIZER_ENV = "BITTERN_MULTILANG_SERIALIZER"
 HEARTBEAT_EVERY = 1.0
 READ_CHUNK = 65536
 STDERR_TAIL = 20
@@ -158,6 +160,7 @@ class _ShellComponent:
         self._timeout = float(config["topology.subprocess.timeout.secs"])
         self._codec = codec(str(config["topology.multilang.serializer"]).lower())
         self._log = logging.getLogger(f"{self._name}[{self._task}]")
+        self._debug = bool(config.get("topology.debug"))  # Storm: log every tuple emitted
         self._metrics = {}
         self._dead = False
         argv, cwd = resolve_command(config, inst.plan.topology.source.get("file"))
@@ -167,7 +170,8 @@ class _ShellComponent:
         try:
             self._proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=subprocess.PIPE, bufsize=0, close_fds=True,
-                                          preexec_fn=_die_with_parent)
+                                          preexec_fn=_die_with_parent,
+                                          env=dict(os.environ, **{SERIALIZER_ENV: self._codec.name}))
         except OSError as e:
             raise ShellError(f"{self._who} cannot be started: {e}") from None
         self._stdin, self._stdout = self._proc.stdin.fileno(), self._proc.stdout.fileno()
@@ -247,6 +251,11 @@ class _ShellComponent:
         return self._inbox.popleft()
 
     # -- messages both kinds handle ------------------------------------------------------
+    def _log_emit(self, msg):
+        """topology.debug: one line per emit, ``emitting: <stream> <values>`` (Python literals)."""
+        self._log.info("emitting: %r %r%s", msg.get("stream") or DEFAULT_STREAM, msg.get("tuple") or [],
+                       f" to task {msg['task']}" if msg.get("task") is not None else "")
+
     def _handle_side(self, msg):
         """log / error / metrics (and sync, which only matters to the caller)."""
         if not isinstance(msg, dict):
@@ -366,6 +375,8 @@ class ShellSpout(_ShellComponent, Spout):
     def _emit(self, msg):
         task = msg.get("task")
         need = task is None and msg.get("need_task_ids", True) is not False
+        if self._debug:
+            self._log_emit(msg)
         try:
             tasks = self.emit(msg.get("tuple") or [], tup_id=msg.get("id"),
                               stream=msg.get("stream") or DEFAULT_STREAM, direct_task=task,
@@ -514,6 +525,8 @@ class ShellBolt(_ShellComponent, Bolt):
                 anchors.append(tup)
         task = msg.get("task")
         need = task is None and msg.get("need_task_ids", True) is not False
+        if self._debug:
+            self._log_emit(msg)
         try:
             tasks = self.emit(msg.get("tuple") or [], stream=msg.get("stream") or DEFAULT_STREAM,
                               anchors=anchors, direct_task=task, need_task_ids=need)
