@@ -21,6 +21,10 @@ Rows (pick with ``--only``, comma-separated, a prefix matches: ``amo``, ``bitter
   every second: ``topology.stateful.checkpoint.interval.seconds=1``), 1-1-1 in one
   container; the spout's position and the counts (keyed) are checkpointed state
   (``BENCH_STATEFUL=1``). Compared with ``alo-111`` (target EO / ALO >= 0.75).
+* ``ml-json-111``, ``ml-msgpack-111``: at-most-once 1-1-1 word count whose split bolt
+  is a multilang component written with pystorm (streamparse's runtime, from PyPI in
+  a virtualenv under /tmp/bittern-bench/), speaking JSON or msgpack; compared with
+  ``amo-111`` (native split).
 * ``idle-latency``: one sentence every 200 ms; the median time a word takes to
   cross the topology.
 * ``idle-cpu``: a topology whose spout emits nothing, for ~10 s: CPU % and RSS of

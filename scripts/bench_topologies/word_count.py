@@ -15,6 +15,9 @@ the same values):
   ``latency`` (emit N sentences at ``bench.rate`` sentences/s, each stamped with its
   emit time; the count bolt records the end-to-end latency of sampled words) or
   ``idle`` (the spout emits nothing).
+* ``BENCH_SPLIT`` = ``native`` (default), or ``json`` / ``msgpack``: the split bolt is
+  a multilang component, ``pystorm_split.py`` beside this file, run by
+  ``BENCH_PYSTORM_PYTHON`` (a python with pystorm) with that serializer.
 * ``BENCH_STATEFUL`` = ``1`` for the exactly-once rows: the spout keeps its position
   and the count bolt its counts (keyed) in checkpointed state (``init_state`` /
   ``pre_save``); otherwise the components have no state API at all, as before.
@@ -32,7 +35,7 @@ import json
 import os
 import time
 
-from bittern import Bolt, Grouping, Spout, TopologyBuilder
+from bittern import Bolt, Grouping, ShellBolt, Spout, TopologyBuilder
 
 SENTENCES = [
     "the quick brown fox jumps over the lazy dog",
@@ -271,6 +274,12 @@ else:
     SPOUT = {"throughput": SentenceSpout, "latency": PacedSentenceSpout, "idle": IdleSpout}[MODE]
     COUNT = LatencyCountBolt if MODE == "latency" else CountBolt
 SPLIT = StampedSplitBolt if MODE == "latency" else SplitBolt
+SPLIT_KIND = os.environ.get("BENCH_SPLIT", "native")
+if SPLIT_KIND in ("json", "msgpack"):
+    SPLIT = ShellBolt.spec(command=[os.environ["BENCH_PYSTORM_PYTHON"]], script="pystorm_split.py",
+                           outputs=["word", "ts"] if MODE == "latency" else ["word"], serializer=SPLIT_KIND)
+elif SPLIT_KIND != "native":
+    raise ValueError(f"BENCH_SPLIT must be native, json or msgpack, not {SPLIT_KIND!r}")
 
 builder = TopologyBuilder("bench_wc")
 sentence = builder.add_spout("sentence", SPOUT, par=PAR[0])

@@ -18,6 +18,7 @@ FOREIGN_CPU_WARN = 50.0  # % of one core used by other processes during a run
 PEER_VENVS = {
     "base": ["pyzmq", "msgpack", "psutil"],
     "bytewax": ["bytewax==0.21.*", "psutil"],
+    "pystorm": ["pystorm==3.1.4", "msgpack"],  # the multilang rows' split bolt
 }
 
 BITTERN_ROWS = {  # key: (reliability mode, parallelism spout,split,count, containers)
@@ -26,7 +27,10 @@ BITTERN_ROWS = {  # key: (reliability mode, parallelism spout,split,count, conta
     "amo-122": ("ATMOST_ONCE", "1,2,2", 2),
     "alo-122": ("ATLEAST_ONCE", "1,2,2", 2),
     "eo-111": ("EFFECTIVELY_ONCE", "1,1,1", 1),
+    "ml-json-111": ("ATMOST_ONCE", "1,1,1", 1),
+    "ml-msgpack-111": ("ATMOST_ONCE", "1,1,1", 1),
 }
+ROW_SPLIT = {"ml-json-111": "json", "ml-msgpack-111": "msgpack"}  # multilang split bolt (pystorm)
 ROW_CONFIG = {  # extra config of a row (before --config)
     "eo-111": {"topology.stateful.checkpoint.interval.seconds": 1},
 }

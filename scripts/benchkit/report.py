@@ -200,6 +200,10 @@ class Report:
             if f"eo-{par}" in self.rows_present("throughput") and f"alo-{par}" in self.rows_present("throughput"):
                 ratios.append((f"EO / ALO {par[0]}-{par[1]}-{par[2]}", self.ratio(f"eo-{par}", f"alo-{par}"),
                                f">= {TARGET_EO_OVER_ALO:.2f}", TARGET_EO_OVER_ALO))
+        for ser in ("json", "msgpack"):
+            if f"ml-{ser}-111" in self.rows_present("throughput") and "amo-111" in self.rows_present("throughput"):
+                ratios.append((f"multilang {ser} split (pystorm) / native, AMO 1-1-1",
+                               self.ratio(f"ml-{ser}-111", "amo-111"), "", None))
         for rel in ("amo", "alo"):
             if f"{rel}-122" in self.rows_present("throughput") and f"{rel}-111" in self.rows_present("throughput"):
                 ratios.append((f"{rel.upper()} 1-2-2 (2 containers) / 1-1-1", self.ratio(f"{rel}-122", f"{rel}-111"),

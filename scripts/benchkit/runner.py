@@ -8,7 +8,7 @@ from collections import Counter
 
 import psutil
 
-from .common import BITTERN_ROWS, ROOT, ROW_CONFIG, TOPOLOGY, bittern_python
+from .common import BITTERN_ROWS, ROOT, ROW_CONFIG, ROW_SPLIT, TOPOLOGY, bittern_python
 from .measure import Measured, pct, role_of
 
 
@@ -41,12 +41,25 @@ class BitternRunner:
             c += ["--config", f"{k}={v}"]
         return c
 
-    def env(self, mode, par, rel=None):
+    def env(self, mode, par, rel=None, row=None):
         # PYTHONPATH: the engine under test is the one of this tree, whatever is installed
         pp = os.pathsep.join([ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
-        return {"BITTERN_HOME": self.home, "BENCH_MODE": mode, "BENCH_PAR": par,
-                "BENCH_STATEFUL": "1" if rel == "EFFECTIVELY_ONCE" else "0",
-                "PYTHONUNBUFFERED": "1", "PYTHONPATH": pp}
+        env = {"BITTERN_HOME": self.home, "BENCH_MODE": mode, "BENCH_PAR": par,
+               "BENCH_STATEFUL": "1" if rel == "EFFECTIVELY_ONCE" else "0",
+               "PYTHONUNBUFFERED": "1", "PYTHONPATH": pp}
+        if row in ROW_SPLIT:
+            env.update(BENCH_SPLIT=ROW_SPLIT[row], BENCH_PYSTORM_PYTHON=self.pystorm_python())
+        return env
+
+    def pystorm_python(self):
+        """The python of a virtualenv with pystorm from PyPI (the multilang rows' split bolt)."""
+        if getattr(self, "_pystorm", None) is None:
+            from .peers import Peers
+            peers = Peers(self.args)
+            self._pystorm = peers.venv("pystorm")
+            if self._pystorm is None:
+                raise RuntimeError("; ".join(peers.notes) or "no pystorm virtualenv")
+        return self._pystorm
 
     def name(self, tag):
         """A fresh topology name per run (so the logs of a failed run stay apart)."""
@@ -79,7 +92,8 @@ class BitternRunner:
         if rate:
             confs["bench.rate"] = round(rate, 3)
         name = self.name(row)
-        m = Measured(self.cmd(name, confs), self.env(mode, par, rel), timeout=timeout or self.args.timeout).wait()
+        m = Measured(self.cmd(name, confs), self.env(mode, par, rel, row),
+                     timeout=timeout or self.args.timeout).wait()
         rec = m.base_record()
         rec.update({"peer": "bittern", "row": row, "mode": mode, "reliability": rel, "par": par,
                     "stmgrs": stmgrs, "sentences_target": n})
