@@ -45,6 +45,8 @@ def import_file(path, module_name=MODULE_NAME, sys_path=None):
     for p in reversed(sys_path or code_paths(path)):
         if p not in sys.path:
             sys.path.insert(0, p)
+    # heronpy builds a class-style topology when the class is defined, and needs HERON_OPTIONS for it
+    importlib.import_module(FOREIGN["heronpy"]).before_import(path)
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise TopologyError(f"topology file {path!r} cannot be imported (is it a .py file?)")
