@@ -25,11 +25,11 @@ Bittern topology:
 * Config (the topology's ``config = {...}`` and each spec's ``config``) keeps
   Storm's key names, which Bittern shares (``topology.message.timeout.secs``,
   ``topology.max.spout.pending``, ``topology.tick.tuple.freq.secs``,
-  ``topology.workers``, ...). ``topology.acker.executors`` picks the reliability
-  mode: Storm tracks every tuple a spout emits with an id unless it is 0, so the
-  default is ``ATLEAST_ONCE``. Storm keys with no Bittern meaning are dropped
-  with a debug message; other keys (``pystorm.log.*``, the user's own) reach the
-  components' ``storm_conf``.
+  ``topology.workers``, ``topology.acker.executors``: 0 turns acking off; see
+  ``bittern/config.py``). Storm tracks every tuple a spout emits with an id
+  unless told otherwise, so a topology silent about it runs ``ATLEAST_ONCE``.
+  ``topology.*`` keys with no Bittern meaning are dropped with a debug message;
+  other keys (``pystorm.log.*``, the user's own) reach the components' ``storm_conf``.
 * The serializer: ``-s`` in a ``streamparse_run`` script, else the project's
   ``config.json`` ``"serializer"`` (as ``sparse`` does), pins it for the
   component; without either the child speaks whatever the host speaks
@@ -134,6 +134,9 @@ class StreamparseTopology:
         if os.path.basename(argv[0]) in STORM_RUN_COMMANDS:
             serializer, target = _run_args(name, argv[1:] + args)
             serializer = serializer or project_ser
+            if "<locals>" in getattr(cls, "__qualname__", "") and target.endswith("." + cls.__name__):
+                raise TopologyError(f"component {name!r}: class {cls.__qualname__} is defined inside a "
+                                    "function; streamparse_run cannot import it (define it at module level)")
             target = self._resolve(name, kind, target)
             cmd = [sys.executable, "-m", RUNNER_MODULE] + (["-s", serializer] if serializer else []) + [target]
             return cmd, None, serializer
@@ -248,26 +251,33 @@ def _grouping(name, src, g):
 
 
 def translate_config(conf, where, topology_level=False):
-    """Storm's config keys as Bittern's: what Bittern knows passes, ``topology.acker.executors``
-    sets the reliability mode, Storm keys with no Bittern meaning are dropped (debug)."""
+    """Storm's config as Bittern's. ``bittern.config.check`` knows Storm's names
+    (``topology.workers``, ``topology.acker.executors``, ...) and accepts its JVM/Kryo
+    keys quietly; a ``topology.*`` key it would warn about means nothing here and is
+    dropped (debug). A topology that says nothing about acking gets Storm's default:
+    ackers run, so ``ATLEAST_ONCE``. Keys outside Storm's namespaces reach the
+    components' ``storm_conf``."""
     from .. import config as cfg
     if not isinstance(conf, dict):
         raise TopologyError(f"{where}: config must be a dict, got {type(conf).__name__}")
     known = cfg.defaults()
+    quiet = set(getattr(cfg, "ALIASES", {})) | set(getattr(cfg, "TRANSLATED", {})) \
+        | set(getattr(cfg, "FOREIGN_KEYS", ()))
+    foreign_prefixes = tuple(getattr(cfg, "FOREIGN_PREFIXES", ()))
     out = {}
     for key, val in conf.items():
         if not isinstance(key, str):
             raise TopologyError(f"{where}: config keys must be strings, got {key!r}")
-        if key == ACKERS_KEY:
-            if RELIABILITY_KEY not in conf:
-                mode = "ATMOST_ONCE" if val == 0 else "ATLEAST_ONCE"
-                out[RELIABILITY_KEY] = mode
-                log.debug("%s: %s=%r: reliability mode %s", where, key, val, mode)
-        elif key in known or key in cfg.ALIASES or not key.startswith(STORM_PREFIXES):
+        if key in known or key in quiet or (foreign_prefixes and key.startswith(foreign_prefixes)):
             out[key] = val
-        else:
+        elif key.startswith("topology."):  # (bittern.* keys go on: check() reports their typos)
             log.debug("%s: Storm config key %r has no meaning in Bittern; ignored", where, key)
-    if topology_level and RELIABILITY_KEY not in out:
+        else:
+            if key.startswith(STORM_PREFIXES):
+                log.debug("%s: Storm config key %r has no meaning in Bittern; passed to the components "
+                          "only", where, key)
+            out[key] = val
+    if topology_level and RELIABILITY_KEY not in conf and ACKERS_KEY not in conf:
         out[RELIABILITY_KEY] = "ATLEAST_ONCE"  # Storm runs ackers unless told otherwise
     return out
 
