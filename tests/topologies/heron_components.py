@@ -14,6 +14,7 @@ from heronpy.api.metrics import CountMetric
 from heronpy.api.spout.spout import Spout
 from heronpy.api.stream import Stream
 from heronpy.api.tuple import TupleHelper
+from heronpy.proto import topology_pb2
 
 WORDS = ["nathan", "mike", "jackson", "golda", "bertels"]
 
@@ -36,7 +37,7 @@ class WordSpout(Spout):
 
     def initialize(self, config, context):
         self.left = int(config["heron.words"])
-        self.i = context.get_task_id()
+        self.i = 0
         self.logger.info("WordSpout task %d will emit %d words", context.get_task_id(), self.left)
 
     def next_tuple(self):
@@ -61,7 +62,8 @@ class CountBolt(Bolt):
             "cluster_config_mode": context.get_cluster_config().get("topology.reliability.mode"),
             "topology": context.get_topology_name(), "component": context.get_component_id(),
             "tasks": context.get_component_tasks(context.get_component_id()),
-            "sources": sorted([s.component_name, s.id, g] for s, g in context.get_this_sources().items())})
+            "sources": sorted([s.component_name, s.id, topology_pb2.Grouping.Name(g)]
+                              for s, g in context.get_this_sources().items())})
 
     def process(self, tup):
         word = tup.values[0]
