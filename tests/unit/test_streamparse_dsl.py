@@ -150,3 +150,37 @@ def test_refused_with_one_line_naming_the_component(probe, name):
     assert err is not None, probe[0][name]
     assert "\n" not in err
     assert err.startswith(f"{name}: ") and BAD[name] in err, err
+
+
+# -- the project's config.json (no streamparse needed: this process) ---------------------
+
+def project(tmp_path, doc, where="root"):
+    topo = tmp_path / "proj" / "topologies"
+    topo.mkdir(parents=True)
+    if doc is not None:
+        target = tmp_path / "proj" if where == "root" else topo
+        (target / "config.json").write_text(doc if isinstance(doc, str) else json.dumps(doc))
+    return str(topo / "wordcount.py")
+
+
+@pytest.mark.parametrize("doc, where, want", [
+    ({"serializer": "msgpack", "topology_specs": "topologies/"}, "root", "msgpack"),
+    ({"serializer": "json"}, "topologies", "json"),
+    ({"topology_specs": "topologies/"}, "root", None),
+    (None, "root", None),
+])
+def test_serializer_from_the_projects_config_json(tmp_path, doc, where, want):
+    from bittern.compat.streamparse import project_serializer
+    assert project_serializer(project(tmp_path, doc, where)) == want
+
+
+@pytest.mark.parametrize("doc, message", [
+    ("{not json", "cannot be read"),
+    ({"serializer": "thrift"}, "serializer must be one of json, msgpack, got 'thrift'"),
+])
+def test_a_bad_config_json_is_named(tmp_path, doc, message):
+    from bittern.compat.streamparse import project_serializer
+    from bittern.errors import TopologyError
+    with pytest.raises(TopologyError, match="streamparse project config .*config.json") as e:
+        project_serializer(project(tmp_path, doc))
+    assert message in str(e.value)
