@@ -21,6 +21,7 @@ setup(
         # SparkSpout (bittern.spark): pyspark 4 and a Java 17 (scripts/setup.sh checks it);
         # pyarrow reads Parquet/ORC schemas at submit time without a JVM
         "spark": ["pyspark>=4.0,<5", "pandas<3", "pyarrow>=14"],
+        "streamparse": ["streamparse>=5,<6"],
         "dev": ["pytest>=8", "pytest-timeout>=2", "kazoo>=2.9", "prometheus_client>=0.17"],
     },
     entry_points={"console_scripts": ["bittern=bittern.cli.main:main"]},
