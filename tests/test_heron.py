@@ -4,6 +4,7 @@ examples are), with the real heronpy 0.20.5 from PyPI in a throwaway venv
 
 * the builder style with ``if __name__ == '__main__': ... build_and_submit()``, named by
   ``sys.argv[1]``: word count with fields grouping, tick tuples, a registered metric,
+  heronpy's own TumblingWindowBolt (which sets its tick period in ``initialize``),
   Heron config keys (strings and booleans) carried over, Heron's max-spout-pending default;
 * the class style: named streams, ALL grouping, a custom grouping (ICustomGrouping);
 * at least once: Heron's half-ack bolt fails every other tuple behind an anchoring
@@ -92,6 +93,10 @@ def test_builder_style_word_count(heron, home, tmp_path):
     assert sorted(ticks) == tasks and all(ticks.values())  # every 0.5 s, to each task
     assert all(t == {"tick": True, "stream": "__tick", "component": "__system", "system": True}
                for rows in ticks.values() for t in rows)
+
+    windows = [w for rows in records(out, "window-*.jsonl").values() for w in rows]
+    assert windows and all(w["seconds"] == 1 for w in windows)  # ticks at the period it asked for
+    assert sum(w["tuples"] for w in windows) == 2 * n  # tumbling: each word in exactly one window
 
     logs = "".join(open(p).read() for p in glob.glob(os.path.join(home, "logs", name, "word_spout-*.log")))
     assert logs.count(f"will emit {n} words") == 2  # self.logger: the delegate's logger

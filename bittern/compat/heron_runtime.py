@@ -17,7 +17,8 @@ auto-anchor; a tuple whose ``process`` raised is failed); tick tuples come from
 to ``initialize`` is the task's live config, so a bolt that sets
 ``topology.tick.tuple.freq.secs`` there (heronpy's window bolts do) gets its ticks; a
 stateful component's ``init_state``/``pre_save`` are forwarded with a heronpy-shaped
-``State`` (``put``/``get``/``enumerate``/``clear``).
+``State`` (``put``/``get``/``enumerate``/``clear``, and ``state[key]`` as heronpy's window
+bolts use it).
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ HERON_GROUPINGS = {"shuffle": "SHUFFLE", "local_or_shuffle": "SHUFFLE", "fields"
                    "partial_key": "FIELDS", "all": "ALL", "global": "LOWEST", "none": "NONE",
                    "direct": "DIRECT", "custom": "CUSTOM"}
 
+_MISSING = object()
 # heronpy's get_sources keys: the shape of its protobuf StreamId
 StreamId = namedtuple("StreamId", "id component_name")
 
@@ -95,6 +97,19 @@ class HeronState:
     def clear(self):
         for key, _ in list(self._state.items()):
             self._state.delete(key)
+
+    # heronpy's window bolts use the state as a dict
+    def __getitem__(self, key):
+        value = self._state.get(key, _MISSING)
+        if value is _MISSING:
+            raise KeyError(key)
+        return value
+
+    def __setitem__(self, key, value):
+        self._state.put(key, value)
+
+    def __contains__(self, key):
+        return self._state.get(key, _MISSING) is not _MISSING
 
     def __getattr__(self, name):
         return getattr(self._state, name)

@@ -9,6 +9,7 @@ import os
 from collections import Counter
 
 from heronpy.api.bolt.bolt import Bolt
+from heronpy.api.bolt.window_bolt import TumblingWindowBolt
 from heronpy.api.custom_grouping import ICustomGrouping
 from heronpy.api.metrics import CountMetric
 from heronpy.api.spout.spout import Spout
@@ -169,3 +170,16 @@ class RelayBolt(Bolt):
     def process(self, tup):
         self.emit([tup.values[0]], anchors=[tup])
         self.ack(tup)
+
+
+
+class WindowBolt(TumblingWindowBolt):
+    """heronpy's own tumbling window (it asks for ticks every window in initialize):
+    logs each window's size."""
+
+    def initialize(self, config, context):
+        super().initialize(config, context)
+        self.record = Recorder(config, context, "window")
+
+    def processWindow(self, window_info, tuples):
+        self.record({"tuples": len(tuples), "seconds": window_info.end - window_info.start})

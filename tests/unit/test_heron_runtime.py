@@ -61,6 +61,9 @@ class Count(Bolt, StatefulComponent):
     def init_state(self, stateful_state):
         self.state = stateful_state
         self.state.put("seen", 0)
+        self.state["window"] = [1, 2]  # as heronpy's window bolts do
+        EVENTS.append(["dict", "window" in self.state, self.state["window"], "nope" in self.state,
+                       sorted(k for k, _ in self.state.enumerate())])
 
     def pre_save(self, checkpoint_id):
         EVENTS.append(["pre_save", checkpoint_id])
@@ -199,3 +202,4 @@ def test_bolt_context_metrics_log_and_state(driven):
     assert ["count[1]", "WARNING", "processed good"] in driven["logs"]
     assert driven["state"] == 2  # heronpy State.put/get on Bittern's State
     assert ["pre_save", 4] in driven["events"]
+    assert ["dict", True, [1, 2], False, ["seen", "window"]] in driven["events"]
