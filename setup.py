@@ -22,6 +22,7 @@ setup(
         # pyarrow reads Parquet/ORC schemas at submit time without a JVM
         "spark": ["pyspark>=4.0,<5", "pandas<3", "pyarrow>=14"],
         "streamparse": ["streamparse>=5,<6"],
+        "heron": ["protobuf>=3.20,<4", "cloudpickle>=2.2,<4"],  # + pip install --no-deps heronpy==0.20.5 (docs/COMPAT.md)
         "dev": ["pytest>=8", "pytest-timeout>=2", "kazoo>=2.9", "prometheus_client>=0.17"],
     },
     entry_points={"console_scripts": ["bittern=bittern.cli.main:main"]},
