@@ -18,6 +18,7 @@ whole container.
 from __future__ import annotations
 
 import random
+from itertools import chain
 
 ROOT_TASK_SHIFT = 48
 _RAND48 = (1 << ROOT_TASK_SHIFT) - 1
@@ -182,13 +183,7 @@ class AckBuffer:
 
     def drain(self):
         """``{spout task: [acks as flat [root, xor, ...], fails as [root, ...]]}`` and reset."""
-        out = {}
-        for task, d in self.acks.items():
-            flat = []
-            for r, x in d.items():
-                flat.append(r)
-                flat.append(x)
-            out[task] = [flat, []]
+        out = {task: [list(chain.from_iterable(d.items())), []] for task, d in self.acks.items()}
         for task, roots in self.fails.items():
             out.setdefault(task, [[], []])[1] = list(roots)
         self.acks, self.fails, self.count = {}, {}, 0
