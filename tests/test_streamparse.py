@@ -3,10 +3,11 @@ real streamparse and pystorm from PyPI in a throwaway venv (every process of the
 topology runs in it):
 
 * the project ``sparse quickstart wordcount`` generates, its topologies/wordcount.py
-  untouched: with ``topology.debug`` the multilang host logs every tuple the pystorm
-  components emit, and the bolt's running counts are exactly 1..k per word (10, 20, ...
-  for "dog", which the quickstart counts tenfold), each word on one task, k the number
-  of times the spout emitted it, and the totals match the metrics;
+  untouched, submitted, deactivated after a while and drained: with ``topology.debug``
+  the multilang host logs every tuple the pystorm components emit, and the bolt's
+  running counts are exactly 1..k per word (10, 20, ... for "dog", which the quickstart
+  counts tenfold), each word on one task, k the number of times the spout emitted it,
+  and the totals match the metrics;
 * tests/topologies/streamparse_batching: a reliable pystorm spout, a BatchingBolt whose
   batches only tick tuples flush, a TicklessBatchingBolt sending its results on a
   direct stream, msgpack (which the children learn from the host): exact counts and sums;
@@ -22,6 +23,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections import defaultdict
 
 import pytest
@@ -72,11 +74,22 @@ def test_sparse_quickstart_wordcount_runs_unchanged(sp_bittern, home, streampars
     topology = tmp_path / "wordcount" / "topologies" / "wordcount.py"
     assert "class WordCount(Topology):" in topology.read_text()
 
-    r = sp_bittern("run", topology, "--duration", 4, "--json", "--config", "topology.debug=true",
-                   timeout=60, check=True)
-    summary = json.loads(r.stdout.strip().splitlines()[-1])
-    comps = {c["component"]: c for c in summary["components"]}
-    assert summary["drained"] and comps["count_bolt"]["tasks"] == 2
+    sp_bittern("submit", topology, "--config", "topology.debug=true", timeout=90, check=True)
+    try:
+        time.sleep(2)
+        sp_bittern("deactivate", "wordcount", check=True)  # the spout stops; what it sent drains
+
+        def settled():
+            comps = sp_bittern.json("metrics", "wordcount", "--json", "--window", "all")["components"]
+            logged = len(emits(home, "wordcount", "word_spout"))
+            # the bolt acks a tuple after its emit: acked == emitted means every count is logged
+            return comps if comps["word_spout"]["emitted"] == logged == comps["count_bolt"]["acked"] \
+                and logged > 0 else None
+
+        comps = wait_for(settled, timeout=60, interval=0.5, what="the deactivated topology to drain")
+    finally:
+        sp_bittern("kill", "wordcount", timeout=60, check=True)
+    assert comps["count_bolt"]["tasks"] == 2
 
     spout = [v for _, s, v in emits(home, "wordcount", "word_spout") if s == "default"]
     counts = emits(home, "wordcount", "count_bolt")
