@@ -19,6 +19,10 @@ translate:
   child; beyond that ``process`` waits, the instance stops reading its input, and
   backpressure builds upstream.
 
+The child learns the serializer from ``$BITTERN_MULTILANG_SERIALIZER`` (a pystorm
+component run without ``-s`` follows it: bittern/compat/streamparse.py). With
+``topology.debug`` every emit is logged (``emitting: <stream> <values>``), as Storm does.
+
 The subprocess belongs to its instance: the child's death (exit, protocol garbage,
 heartbeat timeout, acking an unknown id) ends the instance with a clear error
 (``Crash``; the supervisor restarts it, its pending tuples time out and are
