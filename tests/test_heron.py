@@ -10,6 +10,8 @@ examples are), with the real heronpy 0.20.5 from PyPI in a throwaway venv
 * at least once: Heron's half-ack bolt fails every other tuple behind an anchoring
   relay, the spout replays on fail, every id is acked exactly once in the end
   (``bittern submit`` + ``kill``);
+* effectively once: heronpy StatefulComponents checkpoint through Bittern's state and
+  count exactly once across a kill -9 of a task;
 * bad input: a component class only the __main__ block defines, an unsupported
   grouping: one line naming the component, non-zero exit, nothing started.
 """
