@@ -92,7 +92,7 @@ def find(module, path):
     if not found and _has_main_block(path):
         builder = run_main_block(path, api.TopologyBuilder)
         if builder is not None:
-            found.append(("__main__", HeronTopology.from_builder(builder, main=True)))
+            found.append(("__main__", HeronTopology.from_builder(builder)))
     return found
 
 
@@ -144,12 +144,11 @@ def run_main_block(path, builder_cls):
 class HeronTopology:
     """What the loader asks for: ``topology_name`` and ``build(name) -> TopologyDef``."""
 
-    def __init__(self, specs, config, topology_name, where, main=False):
+    def __init__(self, specs, config, topology_name, where):
         self.specs = list(specs)
         self.config = dict(config or {})
         self.topology_name = topology_name
         self.where = where
-        self.main = main
 
     @classmethod
     def from_class(cls, topo):
@@ -158,9 +157,9 @@ class HeronTopology:
         return cls(topo._heron_specs, vars(topo).get("config") or {}, None, f"topology {topo.__name__}")
 
     @classmethod
-    def from_builder(cls, builder, main=False):
+    def from_builder(cls, builder):
         return cls(builder._specs.values(), builder._topology_config, builder.topology_name,
-                   f"topology {builder.topology_name!r}", main)
+                   f"topology {builder.topology_name!r}")
 
     def build(self, name=None):
         return translate(name or self.topology_name, self.specs, self.config, self.where)
