@@ -380,8 +380,10 @@ def quiesce(tm, conf, tdef, say=lambda line: None):
     prev = None
     while True:
         rep = tm.request(Op.REPORT)
-        executed = sum(int(m.get("__execute-count", 0) or 0) for m in (rep.get("tasks") or {}).values())
-        if prev is not None and executed == prev and not rep.get("stmgr_queued"):
+        tasks = (rep.get("tasks") or {}).values()
+        executed = sum(int(m.get("__execute-count", 0) or 0) for m in tasks)
+        busy = sum(int(m.get("__in-flight", 0) or 0) for m in tasks)  # inside multilang children
+        if prev is not None and executed == prev and not busy and not rep.get("stmgr_queued"):
             say("drained: nothing executing, stream manager queues empty")
             return True
         if time.monotonic() >= deadline:

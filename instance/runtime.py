@@ -371,6 +371,9 @@ class Instance:
         m = dict(self.counters)
         m["__emit-count"] = em.emit_count if em else 0
         m["__transfer-count"] = em.transfer_count if em else 0
+        in_flight = getattr(self.obj, "_runtime_in_flight", None)
+        if in_flight is not None:  # inputs a component took and has not finished (a multilang child's)
+            m["__in-flight"] = in_flight()
         m.update(self.procstats.read())
         user = getattr(self.context, "user_metrics", None) if hasattr(self, "context") else None
         if user:

@@ -481,6 +481,11 @@ class ShellBolt(_ShellComponent, Bolt):
         self._inputs[tid] = tup
         self._send_tuple(tup, tid)
 
+    def _runtime_in_flight(self):
+        """Inputs handed to the child that it has not acked or failed yet: its process()
+        is asynchronous, so a drain waits for these too (``__in-flight``)."""
+        return len(self._inputs)
+
     def process_tick(self, tup):
         tid = str(next(self._ids))
         self._inputs[tid] = tup

@@ -26,7 +26,7 @@ TOTALS = {"__emit-count": "emitted", "__transfer-count": "transferred", "__execu
 LATENCIES = {"__execute-latency": "execute_latency", "__process-latency": "process_latency",
              "__complete-latency": "complete_latency"}
 GAUGES = {"__pending": "pending", "__cpu-percent": "cpu_percent", "__rss-bytes": "rss_bytes",
-          "__threads": "threads", "__exhausted": "exhausted"}
+          "__threads": "threads", "__exhausted": "exhausted", "__in-flight": "in_flight"}
 
 
 def is_counter(name):

@@ -195,10 +195,12 @@ def test_a_slow_child_makes_process_wait_at_max_pending(tmp_path):
             bolt.process(Tuple((1, 2), "numbers", "default", 1, [f"{i}{big}"]))
             assert bolt._queued < 2
         assert time.monotonic() - t0 > 0.25  # process() waited for the child
+        assert bolt._runtime_in_flight() == 30 - len(got["acks"]) > 0  # what a drain waits for
         deadline = time.monotonic() + 20
         while len(got["acks"]) < 30 and time.monotonic() < deadline:
             bolt._service(0.1)
         assert len(got["acks"]) == 30 and len(got["emits"]) == 30 and not inst.errors
+        assert bolt._runtime_in_flight() == 0
         assert [a.values[0][:2] for a in got["acks"]][:3] == ["0x", "1x", "2x"]
     finally:
         bolt.close()

@@ -32,7 +32,8 @@ def add_parser(sub):
 
 
 def drain(client, timeout):
-    """Deactivate the spouts and wait until every tuple sent has been executed (or, if
+    """Deactivate the spouts and wait until every tuple sent has been executed and no
+    multilang child holds an input it has not acked (or, if
     a stream manager dropped batches for a dead task, until nothing moves and nothing
     is queued). Returns the last metrics report and whether it drained."""
     rep = client.request(Op.DEACTIVATE)
@@ -43,9 +44,10 @@ def drain(client, timeout):
         comps = rep["components"]
         sent = sum(c.get("__transfer-count", 0) for c in comps.values())
         done = sum(c.get("__execute-count", 0) for c in comps.values())
-        settled = sent <= done or (rep.get("stmgr_dropped") and not rep.get("stmgr_queued")
-                                   and (sent, done) == last)
-        last = (sent, done)
+        busy = sum(c.get("__in-flight", 0) for c in comps.values())  # inside multilang children
+        settled = (sent <= done and not busy) or (rep.get("stmgr_dropped") and not rep.get("stmgr_queued")
+                                                  and (sent, done, busy) == last)
+        last = (sent, done, busy)
         if settled and not rep.get("missing"):
             stable += 1
             if stable >= 2:
