@@ -34,6 +34,17 @@ def processes_of(home):
     return out
 
 
+def instance_log(home, topology, component):
+    """Everything the instances of ``component`` wrote to their logs (all tasks, all
+    incarnations)."""
+    import glob
+    text = ""
+    for path in sorted(glob.glob(os.path.join(home, "logs", topology, f"{component}-*.log"))):
+        with open(path, errors="replace") as f:
+            text += f.read()
+    return text
+
+
 class Bittern:
     """Runs the ``bittern`` CLI against one home directory."""
 

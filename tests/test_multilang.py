@@ -22,7 +22,7 @@ import pytest
 
 from bittern.hashing import storm_task_index
 
-from conftest import ROOT
+from conftest import ROOT, instance_log
 
 TOPOLOGIES = os.path.join(ROOT, "tests", "topologies")
 
@@ -43,14 +43,6 @@ def records(out, pattern):
         with open(path) as f:
             rows += [json.loads(ln) for ln in f if ln.strip()]
     return rows
-
-
-def instance_log(home, topology, component):
-    text = ""
-    for path in glob.glob(os.path.join(home, "logs", topology, f"{component}-*.log")):
-        with open(path, errors="replace") as f:
-            text += f.read()
-    return text
 
 
 def test_conformance_with_a_scripted_component(bittern, home, tmp_path):

@@ -28,7 +28,7 @@ from collections import defaultdict
 
 import pytest
 
-from conftest import ROOT, Bittern, wait_for
+from conftest import ROOT, Bittern, instance_log, wait_for
 from foreignvenv import foreign_venv
 
 TOPOLOGIES = os.path.join(ROOT, "tests", "topologies")
@@ -56,14 +56,6 @@ def emits(home, topology, component):
                 if m and m.group(1) == component:
                     out.append((int(m.group(2)), m.group(3), ast.literal_eval(m.group(4))))
     return out
-
-
-def instance_logs(home, topology, component):
-    text = ""
-    for path in glob.glob(os.path.join(home, "logs", topology, f"{component}-*.log")):
-        with open(path, errors="replace") as f:
-            text += f.read()
-    return text
 
 
 def test_sparse_quickstart_wordcount_runs_unchanged(sp_bittern, home, streamparse_python, tmp_path):
@@ -109,7 +101,7 @@ def test_sparse_quickstart_wordcount_runs_unchanged(sp_bittern, home, streampars
     total = sum(sent.values())
     assert comps["word_spout"]["emitted"] == total > 100
     assert comps["count_bolt"]["executed"] == comps["count_bolt"]["emitted"] == len(counts) == total
-    log = instance_logs(home, "wordcount", "count_bolt")
+    log = instance_log(home, "wordcount", "count_bolt")
     assert "bittern.compat.streamparse -s json bolts.wordcount.WordCountBolt" in log  # config.json
     assert "json serializer" in log
 
@@ -162,7 +154,7 @@ def test_batching_bolts_with_ticks_and_a_direct_stream(sp_bittern, home, tmp_pat
     # the direct stream went to the task the bolt chose: the sink's lowest
     assert {r[2] for r in sink if r[0] == "tickless"} == {min(sink_tasks)}
     for comp in ("numbers", "batcher", "tickless", "sink"):
-        log = instance_logs(home, "batching", comp)
+        log = instance_log(home, "batching", comp)
         assert "bittern.compat.streamparse " in log and " -s " not in log  # no serializer argument ...
         assert "msgpack serializer" in log, comp  # ... the child followed the host
 
