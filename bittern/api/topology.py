@@ -270,16 +270,21 @@ def _input_source(key, comps, by_spec, cname):
     return src, stream
 
 
+def input_items(raw, cname, shuffle=Grouping.SHUFFLE):
+    """A spec's ``inputs`` as ``[(source, grouping)]``: a dict as it is, a list (or
+    tuple) of sources each with ``shuffle`` (the DSLs' shorthand)."""
+    if isinstance(raw, dict):
+        return list(raw.items())
+    if isinstance(raw, (list, tuple)):
+        return [(k, shuffle) for k in raw]
+    raise TopologyError(f"component {cname!r}: inputs must be a dict or a list, got {type(raw).__name__}")
+
+
 def _inputs(spec, comps, by_spec):
     cname, raw = spec.name, spec.inputs
     if raw is None:
         return []
-    if isinstance(raw, dict):
-        items = list(raw.items())
-    elif isinstance(raw, (list, tuple)):
-        items = [(k, Grouping.SHUFFLE) for k in raw]
-    else:
-        raise TopologyError(f"component {cname!r}: inputs must be a dict or a list, got {type(raw).__name__}")
+    items = input_items(raw, cname)
     out = []
     for key, grouping in items:
         src, stream = _input_source(key, comps, by_spec, cname)

@@ -43,7 +43,7 @@ import traceback
 
 from ..api.component import ComponentSpec
 from ..api.stream import DEFAULT_STREAM, Grouping, GroupingSpec, Stream
-from ..api.topology import _build, import_path
+from ..api.topology import _build, import_path, input_items
 from ..config import defaults
 from ..errors import TopologyError
 from ..loader import MODULE_NAME
@@ -293,12 +293,7 @@ def translate_inputs(inputs, cname):
     from heronpy.api.stream import Grouping as HeronGrouping
     if inputs is None:
         return None
-    if isinstance(inputs, dict):
-        items = list(inputs.items())
-    elif isinstance(inputs, (list, tuple)):
-        items = [(k, HeronGrouping.SHUFFLE) for k in inputs]
-    else:
-        raise TopologyError(f"component {cname!r}: inputs must be a dict or a list, got {type(inputs).__name__}")
+    items = input_items(inputs, cname, HeronGrouping.SHUFFLE)
     out = {}
     for key, grouping in items:
         if isinstance(key, HeronComponentSpec):
