@@ -146,6 +146,10 @@ def validate(tdef, conf, parallelism, containers=None, import_user_code=True):
                                  f"(components: {', '.join(sorted(tdef.components))})")
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise RebalanceError(f"component {name!r}: parallelism must be an integer >= 1, got {n!r}")
+        cap = int((conf or {}).get("topology.max.task.parallelism") or 0)
+        if cap and n > cap:
+            raise RebalanceError(f"component {name!r}: parallelism {n} is more than "
+                                 f"topology.max.task.parallelism ({cap})")
         if mode == EFFECTIVELY_ONCE and n > groups:
             raise RebalanceError(f"component {name!r}: parallelism {n} is more than its "
                                  f"{groups} key groups (bittern.state.key.groups)")

@@ -27,8 +27,21 @@ def prepare(path, name=None, overrides=(), warn=print):
     for w in warnings:
         warn(f"warning: {w}")
     conf = cfg.check_merged(cfg.merge(topo_conf, cli_conf), f"topology {tdef.name!r}")
+    cap_parallelism(tdef, conf["topology.max.task.parallelism"], warn)
     preflight(tdef, conf)
     return tdef, conf
+
+
+def cap_parallelism(tdef, cap, say=print):
+    """Storm's ``topology.max.task.parallelism``: no component gets more tasks than ``cap``
+    (0: no cap)."""
+    if not cap:
+        return
+    for comp in tdef.components.values():
+        if comp.par > cap:
+            say(f"note: component {comp.name!r} asked for {comp.par} tasks; "
+                f"topology.max.task.parallelism caps it at {cap}")
+            comp.par = cap
 
 
 def preflight(tdef, conf):

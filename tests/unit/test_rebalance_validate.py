@@ -65,3 +65,18 @@ def test_new_definition_keeps_the_record():
     assert new["submitted_at"] == 12.5 and new["state"] == "PAUSED"
     assert t.components["count"].par == 5 and conf["topology.stmgrs"] == 3
     assert rec["config"]["topology.stmgrs"] == 2  # the old record is untouched
+
+
+def test_storm_max_task_parallelism_caps_a_rebalance_and_a_submit():
+    conf = {"topology.max.task.parallelism": 3}
+    assert validate(tdef(), conf, {"count": 3})["count"] == 3
+    with pytest.raises(RebalanceError, match=r"parallelism 4 is more than topology.max.task.parallelism \(3\)"):
+        validate(tdef(), conf, {"count": 4})
+    from bittern.cli.launch import cap_parallelism
+    t, said = tdef(), []
+    t.components["count"].par = 5
+    cap_parallelism(t, 3, said.append)
+    assert t.components["count"].par == 3 and t.components["spout"].par == 1
+    assert said == ["note: component 'count' asked for 5 tasks; topology.max.task.parallelism caps it at 3"]
+    cap_parallelism(t, 0, said.append)  # 0: no cap
+    assert t.components["count"].par == 3 and len(said) == 1
