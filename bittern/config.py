@@ -65,7 +65,7 @@ FOREIGN_PREFIXES = ("topology.kryo.", "topology.container.", "topology.trident."
                     "topology.acker.", "topology.eventlogger.", "topology.executor.", "topology.transfer.",
                     "topology.component.", "topology.team.", "topology.spout.wait.", "topology.sleep.spout.",
                     "topology.backpressure.", "topology.disruptor.", "topology.state.", "topology.testing.")
-FOREIGN_KEYS = {"topology.debug", "topology.name", "topology.cap.ticket", "topology.project.name",
+FOREIGN_KEYS = {"topology.name", "topology.cap.ticket", "topology.project.name",
                 "topology.additional.classpath", "topology.auto.task.hooks", "topology.serializer.classname",
                 "topology.skip.missing.kryo.registrations", "topology.fall.back.on.java.serialization",
                 "topology.stats.sample.rate", "topology.builtin.metrics.bucket.size.secs",

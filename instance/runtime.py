@@ -61,6 +61,16 @@ def tune_gc(conf):
         gc.set_threshold(n, g1, g2)
 
 
+def logged_emit(emit, logger):
+    """``topology.debug`` (Storm's): one log line per emitted tuple. Bound only when the
+    key is set, so the emit path is untouched otherwise."""
+    def emit_and_log(values, *args, **kwargs):
+        extra = "".join(f" {a!r}" for a in args) + "".join(f" {k}={v!r}" for k, v in kwargs.items())
+        logger.info("emitting: %r%s", values, extra)
+        return emit(values, *args, **kwargs)
+    return emit_and_log
+
+
 class Crash(BaseException):
     """Raised to end the process on purpose (the supervisor restarts it). A BaseException,
     so that the handlers that catch a component's errors (``except Exception``) let it
@@ -187,7 +197,9 @@ class Instance:
         self.bind(obj)
         attach = getattr(obj, "_runtime_attach", None)  # multilang components (instance/shell.py)
         if attach is not None:
-            attach(self)
+            attach(self)  # (a multilang host logs its child's emits itself under topology.debug)
+        elif self.conf.get("topology.debug"):
+            obj.emit = logged_emit(obj.emit, obj.logger)
         obj.initialize(self.conf, ctx)
         self.initialized = True
         if self.eo:

@@ -91,14 +91,16 @@ def test_multilang_spout(bittern, home, tmp_path):
     assert records(out, "commands-*.jsonl")[0] == "activate"
 
 
-@pytest.mark.parametrize("serializer, fields_hash", [("json", "storm"), ("msgpack", "crc32")])
-def test_storm_py_split_sentence_word_count(bittern, home, tmp_path, serializer, fields_hash):
+@pytest.mark.parametrize("serializer, fields_hash, debug", [("json", "storm", "false"), ("msgpack", "crc32", "true")])
+def test_storm_py_split_sentence_word_count(bittern, home, tmp_path, serializer, fields_hash, debug):
     """With topology.fields.grouping.hash = storm every word is counted by the task a
-    Storm cluster would pick (Java hashCode of the word, over the sorted tasks)."""
+    Storm cluster would pick (Java hashCode of the word, over the sorted tasks). With
+    topology.debug every emit is logged, the native spout's and the multilang bolt's."""
     out = str(tmp_path / "out")
     n = 1000
     comps = run(bittern, "multilang_word_count.py", f"wordcount.sentences={n}", f"wordcount.out={out}",
-                f"topology.multilang.serializer={serializer}", f"topology.fields.grouping.hash={fields_hash}")
+                f"topology.multilang.serializer={serializer}", f"topology.fields.grouping.hash={fields_hash}",
+                f"topology.debug={debug}")
     sys.path.insert(0, TOPOLOGIES)
     try:
         import multilang_word_count as wc
@@ -118,6 +120,12 @@ def test_storm_py_split_sentence_word_count(bittern, home, tmp_path, serializer,
             {w: tasks[storm_task_index([w], 2)] for w in want}
     assert comps["split"]["emitted"] == sum(want.values()) and comps["split"]["acked"] == n
     assert f"{serializer} serializer" in instance_log(home, "multilang_word_count", "split")
+    spout_emits = instance_log(home, "multilang_word_count", "sentences").count("emitting: ['")
+    split_emits = instance_log(home, "multilang_word_count", "split").count("emitting: 'default' ['")
+    if debug == "true":
+        assert spout_emits >= n and split_emits >= sum(want.values()), (spout_emits, split_emits)
+    else:
+        assert spout_emits == split_emits == 0
 
 
 # -- the host driven directly (no topology): a fake instance around a ShellBolt ------------

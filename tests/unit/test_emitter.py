@@ -260,3 +260,18 @@ def test_storm_fields_hash_from_the_plan_config_places_keys_as_storm_does():
     fields = build_routers(plan, "word", ctx)["default"].choosers[0]
     # a_fields has tasks 1..3; Arrays.deepHashCode(["the"]) = 114832 (a JVM says so), 114832 % 3 = 1
     assert fields.choose(["the", 0]) == [2]
+
+
+def test_topology_debug_logs_each_emit_and_passes_it_on():
+    from instance.runtime import logged_emit
+    calls, lines = [], []
+
+    class Log:
+        def info(self, fmt, *args):
+            lines.append(fmt % args)
+
+    emit = logged_emit(lambda *a, **k: calls.append((a, k)) or [4], Log())
+    assert emit(["the", 1], stream="words", anchors=None) == [4]
+    assert emit(["x"], "other") == [4]
+    assert calls == [((["the", 1],), {"stream": "words", "anchors": None}), ((["x"], "other"), {})]
+    assert lines == ["emitting: ['the', 1] stream='words' anchors=None", "emitting: ['x'] 'other'"]
