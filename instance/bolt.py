@@ -131,12 +131,7 @@ class BoltInstance(Instance):
         process = self.obj.process
         t0 = time.monotonic()
         if mids is None and not self.acking:
-            for v in vals:
-                tup = _new_tuple(Tuple, (None, comp, stream, src, v))
-                try:
-                    process(tup)
-                except Exception as e:  # noqa: BLE001 - user code: log, count, keep serving
-                    self._process_error(tup, e)
+            self._process_plain(vals, comp, stream, src, process)
         else:
             self._process_tracked(vals, mids, comp, stream, src, process, t0)
         n = len(vals)
@@ -194,19 +189,21 @@ class BoltInstance(Instance):
 
     def process_batch(self, b):
         src, stream, vals = b[0], b[1], b[2]
-        comp = self.task_component[src]
-        process = self.obj.process
         t0 = time.monotonic()
+        self._process_plain(vals, self.task_component[src], stream, src, self.obj.process)
+        n = len(vals)
+        if n:
+            self.execute_latency.add((time.monotonic() - t0) / n, n)
+            self.counters["__execute-count"] += n
+
+    def _process_plain(self, vals, comp, stream, src, process):
+        """Tuples with nothing to ack (at most once, and exactly once's batches)."""
         for v in vals:
             tup = _new_tuple(Tuple, (None, comp, stream, src, v))
             try:
                 process(tup)
             except Exception as e:  # noqa: BLE001 - user code: log, count, keep serving
                 self._process_error(tup, e)
-        n = len(vals)
-        if n:
-            self.execute_latency.add((time.monotonic() - t0) / n, n)
-            self.counters["__execute-count"] += n
 
     def reset_inputs(self):
         self.aligner = BarrierAligner(self.channels, self.barrier_max)

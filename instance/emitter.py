@@ -217,8 +217,12 @@ class Emitter:
         self.transfer_count += len(tasks)
         return (list(tasks) if need_task_ids else tasks), xors
 
+    def _frame(self, stream, buf):
+        """A batch as it goes on the wire (once per batch, not per tuple)."""
+        return [self.task, stream, buf[0], buf[1]]
+
     def _flush_one(self, key, buf):
-        payload = self._dumps([self.task, key[1], buf[0], buf[1]])
+        payload = self._dumps(self._frame(key[1], buf))
         del self.buffers[key]
         if not self.buffers:
             self.oldest = None
@@ -228,9 +232,9 @@ class Emitter:
         if not self.buffers:
             return
         bufs, self.buffers, self.oldest = self.buffers, {}, None
-        dumps, send, src = self._dumps, self._send, self.task
+        dumps, send, frame = self._dumps, self._send, self._frame
         for (task, stream), buf in bufs.items():
-            send([DATA, task_bytes(task), dumps([src, stream, buf[0], buf[1]])])
+            send([DATA, task_bytes(task), dumps(frame(stream, buf))])
 
     def due(self, now, interval):
         return self.oldest is not None and now - self.oldest >= interval
@@ -244,20 +248,8 @@ class EpochEmitter(Emitter):
 
     epoch = 0
 
-    def _flush_one(self, key, buf):
-        payload = self._dumps([self.task, key[1], buf[0], buf[1], self.epoch])
-        del self.buffers[key]
-        if not self.buffers:
-            self.oldest = None
-        self._send([DATA, task_bytes(key[0]), payload])
-
-    def flush(self):
-        if not self.buffers:
-            return
-        bufs, self.buffers, self.oldest = self.buffers, {}, None
-        dumps, send, src, epoch = self._dumps, self._send, self.task, self.epoch
-        for (task, stream), buf in bufs.items():
-            send([DATA, task_bytes(task), dumps([src, stream, buf[0], buf[1], epoch])])
+    def _frame(self, stream, buf):
+        return [self.task, stream, buf[0], buf[1], self.epoch]
 
     def drop(self):
         """Forget every unsent batch (a rollback: they belong to the old epoch)."""

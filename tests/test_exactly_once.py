@@ -11,34 +11,21 @@ previous complete checkpoint.
 from __future__ import annotations
 
 import glob
-import json
 import os
 import random
 import signal
 import sys
 import time
-from collections import Counter
 
 import pytest
 
 from conftest import EXAMPLES, TOPOLOGIES, wait_for
+from eokit import check_exactly_once, committed_rows
 
 SEQ = os.path.join(TOPOLOGIES, "exactly_once_seq.py")
 N = 20000
 K = 7
 RATE = 1500
-
-
-def committed_rows(out):
-    """Rows of the sink's committed files only (``seq-<checkpoint>-<task>.jsonl``)."""
-    rows = []
-    for path in glob.glob(os.path.join(out, "sink", "seq-*-*.jsonl")):
-        try:
-            with open(path) as f:
-                rows += [json.loads(line) for line in f if line.strip()]
-        except FileNotFoundError:  # (committed files are never removed; defensive)
-            pass
-    return rows
 
 
 def pid_of(out, component, task=None):
@@ -53,25 +40,6 @@ def kill9(pid):
         os.kill(pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
-
-
-def check_exactly_once(rows, n=N, keys=K):
-    numbers = Counter(r[0] for r in rows)
-    dups = {x: c for x, c in numbers.items() if c > 1}
-    missing = set(range(n)) - set(numbers)
-    assert not dups, f"{len(dups)} numbers committed more than once, e.g. {sorted(dups.items())[:10]}"
-    assert not missing, f"{len(missing)} numbers never committed, e.g. {sorted(missing)[:10]}"
-    assert len(rows) == n
-    want = Counter(x % keys for x in range(n))
-    by_key = {}
-    for x, key, count in rows:
-        assert key == x % keys, (x, key)
-        by_key.setdefault(key, []).append(count)
-    for key, counts in by_key.items():
-        # each key's running count went 1, 2, ... exactly once: no update lost or applied twice
-        assert sorted(counts) == list(range(1, want[key] + 1)), \
-            f"key {key}: counts {Counter(counts).most_common(3)}..., want 1..{want[key]} once each"
-    assert {k: max(c) for k, c in by_key.items()} == dict(want)
 
 
 def checkpoint_metrics(bittern, name):
@@ -141,7 +109,7 @@ def test_exactly_once_when_a_bolt_a_stmgr_and_the_spout_are_killed(bittern, tmp_
         print(f"seed {seed}: kills (s, what, committed rows then) {log}; restarts {restarts}; checkpoints {ck}; "
               f"{len(rows)} rows in {len(glob.glob(os.path.join(out, 'sink', 'seq-*.jsonl')))} committed files; "
               f"{time.monotonic() - t_start:.1f}s")
-        check_exactly_once(rows)
+        check_exactly_once(rows, N, K)
         assert restarts.get(f"stmgr-{container}", 0) >= 1, restarts
         assert sum(v for k, v in restarts.items() if k.startswith("instance-")) >= 2, restarts
         assert ck["restores"] >= 3, f"each kill must have rolled the topology back: {ck}"
@@ -167,7 +135,7 @@ def test_a_crash_inside_a_checkpoint_save_recovers_from_the_previous_checkpoint(
         ck = checkpoint_metrics(bittern, "eocrash")
         print(f"crashed in checkpoint saves {crashed}; restarts {restarts}; checkpoints {ck}; "
               f"{time.monotonic() - t_start:.1f}s")
-        check_exactly_once(committed_rows(out), n=n)
+        check_exactly_once(committed_rows(out), n, K)
         assert sum(restarts.values()) >= 2, restarts
         assert ck["restores"] >= 2, ck
         # the interrupted checkpoints never completed: each crash rolled back to an earlier one

@@ -8,46 +8,16 @@ the sinks' pending output must be found by component and index too."""
 from __future__ import annotations
 
 import glob
-import json
 import os
 import time
-from collections import Counter
 
 from conftest import TOPOLOGIES, wait_for
+from eokit import check_exactly_once, committed_rows
 
 SEQ = os.path.join(TOPOLOGIES, "exactly_once_seq.py")
 N = 4000
 K = 7
 RATE = 300
-
-
-def committed_rows(out):
-    rows = []
-    for path in glob.glob(os.path.join(out, "sink", "seq-*-*.jsonl")):
-        try:
-            with open(path) as f:
-                rows += [json.loads(line) for line in f if line.strip()]
-        except FileNotFoundError:
-            pass
-    return rows
-
-
-def check_exactly_once(rows, n=N, keys=K):
-    numbers = Counter(r[0] for r in rows)
-    dups = {x: c for x, c in numbers.items() if c > 1}
-    missing = set(range(n)) - set(numbers)
-    assert not dups, f"{len(dups)} numbers committed more than once, e.g. {sorted(dups.items())[:10]}"
-    assert not missing, f"{len(missing)} numbers never committed, e.g. {sorted(missing)[:10]}"
-    assert len(rows) == n
-    want = Counter(x % keys for x in range(n))
-    by_key = {}
-    for x, key, count in rows:
-        assert key == x % keys, (x, key)
-        by_key.setdefault(key, []).append(count)
-    for key, counts in by_key.items():
-        assert sorted(counts) == list(range(1, want[key] + 1)), \
-            f"key {key}: counts {Counter(counts).most_common(3)}..., want 1..{want[key]} once each"
-    assert {k: max(c) for k, c in by_key.items()} == dict(want)
 
 
 def component_tasks(bittern, name):
@@ -75,7 +45,7 @@ def test_rebalance_keyed_counts_2_3_2_exactly_once(bittern, tmp_path):
             assert ckpts.get("last_complete") is not None, ckpts
         wait_for(lambda: len(committed_rows(out)) >= N, timeout=120, interval=0.25, what=f"{N} committed rows")
         time.sleep(1.5)  # anything committed late (a duplicate) shows up too
-        check_exactly_once(committed_rows(out))
+        check_exactly_once(committed_rows(out), N, K)
         assert not glob.glob(os.path.join(out, "sink", ".pending-*")), "sink output left pending"
     finally:
         bittern("kill", "rbeo", check=True)
@@ -98,6 +68,6 @@ def test_a_spout_that_keeps_offsets_is_not_rescaled_and_the_old_plan_goes_on_exa
         assert tasks == {"spout": 1, "count": 2, "sink": 2} and doc["active"], tasks
         wait_for(lambda: len(committed_rows(out)) >= n, timeout=120, interval=0.25, what=f"{n} committed rows")
         time.sleep(1.5)
-        check_exactly_once(committed_rows(out), n)
+        check_exactly_once(committed_rows(out), n, K)
     finally:
         bittern("kill", "rbsp", check=True)
