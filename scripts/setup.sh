@@ -41,6 +41,11 @@ if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; th
     echo "error: Bittern needs Python >= 3.11 (found: $("$PY" --version 2>&1))" >&2
     exit 1
 fi
+# Debian's python3 makes virtualenvs only with python3-venv (ensurepip); the tests'
+# throwaway venvs (streamparse, heronpy from PyPI) need it too.
+if ! "$PY" -c 'import ensurepip' 2>/dev/null; then
+    apt_install "virtualenvs need ensurepip" python3-venv
+fi
 if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv" >&2
     "$PY" -m venv .venv
