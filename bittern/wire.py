@@ -5,8 +5,11 @@ identity frame) is a one-byte kind:
 
 * ``DATA``: ``[DATA, dest_task(4 bytes), batch]`` from an instance or a peer stream
   manager; ``[DATA, batch]`` to an instance. ``batch`` is opaque to stream managers:
-  ``[src_task, stream, [values, ...], [msgid, ...] | None]`` encoded by the topology's
-  serializer (one batch per source task, stream and destination task). Under
+  ``[src_task, stream, [values, ...], runs | None]`` encoded by the topology's
+  serializer (one batch per source task, stream and destination task). ``runs`` is
+  ``[start, id, start, id, ...]``: the tuples from ``start`` on share ``id``, None or
+  ``[root, edge, ...]``, whose edges are acked when all of them are (see
+  ``instance/emitter.py``). Under
   EFFECTIVELY_ONCE a batch has a fifth element, the sender's epoch, and a checkpoint
   barrier is a DATA frame whose batch is ``[src_task, BARRIER_STREAM, checkpoint id,
   epoch]`` (see docs/EXACTLY_ONCE.md).

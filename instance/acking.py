@@ -5,6 +5,16 @@ the edge ids it has seen: the spout XORs in the edges it emits, each bolt's ack
 XORs out the edge it consumed and in the edges it emitted anchored to it. Every
 id appears exactly twice, so the value is zero exactly when the tree is done.
 
+One difference from Storm, for speed: an edge belongs to a *run*, the tuples a task
+emits under one root toward one destination task, one after another in one batch
+(a sentence's words). The run's edge is created once, by the ack of the input that
+started the run, and consumed once, by the ack of the run's last tuple at the
+receiver (``BoltInstance.ack`` counts them down). Each tuple of a run is covered
+until it is acked: before the run's edge is created, by the edge of the input that
+creates it; after, by the run's edge. So the tree completes exactly when Storm's
+would, with one edge id drawn, sent and folded per run instead of per tuple. A
+failed tuple's run never completes (its tree is failed already).
+
 Where the tracker lives: each spout task tracks its own roots (a root id carries
 its spout task in its top 16 bits, so acks are routed to it like data, by task,
 and the stream manager forwards them without decoding). Sharding by root is then

@@ -33,7 +33,10 @@ class BoltInstance(Instance):
         # The input being processed, until the bolt acks or fails it; the XOR of the
         # edges emitted anchored to it is kept by the emitter (anchor_acc).
         self._cur = None
-        self._held = {}  # id(tuple) -> [tuple, acc, received]: tuples kept past process()
+        # The run the current input belongs to, as [id, tuples not yet acked]: the run's
+        # edges are acked with the last of its tuples (see Emitter).
+        self._cur_run = None
+        self._held = {}  # id(tuple) -> [tuple, acc, received, run]: tuples kept past process()
         if self.eo:
             self.on_data = self.on_data_eo
             self.channels = upstream_tasks(plan, self.component)
@@ -91,32 +94,43 @@ class BoltInstance(Instance):
             else:
                 h = self._held.get(id(a))
                 if h is None:
-                    self._held[id(a)] = h = [a, 0, time.monotonic()]
+                    self._held[id(a)] = h = [a, 0, time.monotonic(), None]
                 h[1] ^= xor
         return tasks if need_task_ids else None
 
     def _take_acc(self, tup):
-        """The XOR of the edges emitted anchored to ``tup``, and when it was received if
-        it was held past ``process``. Acking or failing the current input ends its
-        anchoring: later emits of that ``process`` call are not anchored to it."""
+        """The XOR of the edges emitted anchored to ``tup``, when it was received if it
+        was held past ``process``, and its run. Acking or failing the current input ends
+        its anchoring: later emits of that ``process`` call are not anchored to it."""
         if tup is self._cur:
             em = self.emitter
             acc, em.anchor_root, em.anchor_acc, self._cur = em.anchor_acc, None, 0, None
-            return acc, None
+            return acc, None, self._cur_run
         h = self._held.pop(id(tup), None)
-        return (h[1], h[2]) if h is not None else (0, None)
+        return (h[1], h[2], h[3]) if h is not None else (0, None, None)
 
     def ack(self, tup):
+        """Ack ``tup``: the edges it created (its children's) now, its run's edges with
+        the run's last tuple. A second ack of a tuple finds no run and acks nothing."""
         self.counters["__ack-count"] += 1
-        acc, received = self._take_acc(tup)
+        acc, received, run = self._take_acc(tup)
         if received is not None:
             self.process_latency.add(time.monotonic() - received)
         msgid = tup.id
         if msgid:
-            for i in range(0, len(msgid), 2):
-                self.ackbuf.ack(msgid[i], msgid[i + 1] ^ acc)
+            ab = self.ackbuf
+            if acc:
+                for i in range(0, len(msgid), 2):
+                    ab.ack(msgid[i], acc)
+            if run is not None:
+                run[1] -= 1
+                if run[1] == 0:
+                    for i in range(0, len(msgid), 2):
+                        ab.ack(msgid[i], msgid[i + 1])
 
     def fail(self, tup):
+        """Fail every tree of ``tup``. Its run never completes, so the run's edges are
+        never acked: the trees are failed already."""
         self.counters["__fail-count"] += 1
         self._take_acc(tup)
         msgid = tup.id
@@ -126,14 +140,14 @@ class BoltInstance(Instance):
 
     # -- data ---------------------------------------------------------------------------
     def on_data(self, payload):
-        src, stream, vals, mids = self._loads(payload)
+        src, stream, vals, runs = self._loads(payload)
         comp = self.task_component[src]
         process = self.obj.process
         t0 = time.monotonic()
-        if mids is None and not self.acking:
+        if runs is None and not self.acking:
             self._process_plain(vals, comp, stream, src, process)
         else:
-            self._process_tracked(vals, mids, comp, stream, src, process, t0)
+            self._process_tracked(vals, runs, comp, stream, src, process, t0)
         n = len(vals)
         dt = (time.monotonic() - t0) / n
         self.execute_latency.add(dt, n)
@@ -208,66 +222,73 @@ class BoltInstance(Instance):
     def reset_inputs(self):
         self.aligner = BarrierAligner(self.channels, self.barrier_max)
 
-    def _process_tracked(self, vals, mids, comp, stream, src, process, t0):
-        """The reliable loop. The common case, an auto-acked input of one tree, is folded
-        here into a batch-local ``{root: xor}`` (one entry per tree per batch). The
-        emitter's ``anchor_acc`` is 0 whenever an input starts: whoever takes it resets it.
-        A bolt without output streams (a sink) never touches the anchoring state."""
-        if mids is None:
-            mids = [None] * len(vals)
+    def _process_tracked(self, vals, runs, comp, stream, src, process, t0):
+        """The reliable loop, run by run (see Emitter). The common case, auto-acked
+        inputs of one tree, is folded here into a batch-local ``{root: xor}``: each
+        input's children's edges as it is acked, the run's edge once every tuple of the
+        run was. The emitter's ``anchor_acc`` is 0 whenever an input starts: whoever
+        takes it resets it. A bolt without output streams (a sink) never touches the
+        anchoring state."""
+        if runs is None:
+            runs = (0, None)
         em = self.emitter
         auto_ack = self.auto_ack
         anchors = self.auto_anchor and bool(em.routers)
+        sink = auto_ack and not em.routers
+        held = self._held
         folded = {}
         fget = folded.get
         acked = 0
-        if auto_ack and not em.routers:  # a sink: nothing emitted, nothing to anchor
-            for v, m in zip(vals, mids):
-                tup = _new_tuple(Tuple, (m, comp, stream, src, v))
-                self._cur = tup
-                try:
-                    process(tup)
-                except Exception as e:  # noqa: BLE001 - user code
-                    self._process_error(tup, e)
-                if self._cur is tup:
-                    if m is not None and len(m) == 2:
-                        r = m[0]
-                        folded[r] = fget(r, 0) ^ m[1]
-                        acked += 1
-                    else:
-                        self.ack(tup)
-            self._cur = None
-            if folded:
-                self.ackbuf.fold(folded, acked)
-                self.counters["__ack-count"] += acked
-            return
-        for v, m in zip(vals, mids):
-            tup = _new_tuple(Tuple, (m, comp, stream, src, v))
-            self._cur = tup
-            single = m is not None and len(m) == 2
-            if anchors:
-                em.anchor_root = m[0] if single else None
-            try:
-                process(tup)
-            except Exception as e:  # noqa: BLE001 - user code
-                self._process_error(tup, e)
-            if self._cur is tup:  # neither acked nor failed by the bolt
-                if single and auto_ack:
-                    acc = em.anchor_acc
-                    if acc:
-                        em.anchor_acc = 0
-                    r = m[0]
-                    folded[r] = fget(r, 0) ^ m[1] ^ acc
-                    acked += 1
-                elif auto_ack:
-                    self.ack(tup)
-                else:
-                    self._held[id(tup)] = [tup, em.anchor_acc, t0]
-                    em.anchor_acc = 0
-        self._cur = None
+        last = len(runs) - 2
+        for k in range(0, last + 2, 2):
+            mid = runs[k + 1]
+            chunk = vals[runs[k]:runs[k + 2]] if k < last else (vals[runs[k]:] if k else vals)
+            run = self._cur_run = [mid, len(chunk)] if mid is not None else None
+            single = mid is not None and len(mid) == 2
+            root = mid[0] if single else None
+            auto = 0
+            if sink and (single or mid is None):
+                for v in chunk:
+                    tup = _new_tuple(Tuple, (mid, comp, stream, src, v))
+                    self._cur = tup
+                    try:
+                        process(tup)
+                    except Exception as e:  # noqa: BLE001 - user code
+                        self._process_error(tup, e)
+                    if self._cur is tup:
+                        auto += 1
+            else:
+                for v in chunk:
+                    tup = _new_tuple(Tuple, (mid, comp, stream, src, v))
+                    self._cur = tup
+                    if anchors:
+                        em.anchor_root = root
+                    try:
+                        process(tup)
+                    except Exception as e:  # noqa: BLE001 - user code
+                        self._process_error(tup, e)
+                    if self._cur is tup:  # neither acked nor failed by the bolt
+                        if auto_ack and (single or mid is None):
+                            acc = em.anchor_acc
+                            if acc:
+                                em.anchor_acc = 0
+                                folded[root] = fget(root, 0) ^ acc
+                            auto += 1
+                        elif auto_ack:
+                            self.ack(tup)
+                        else:
+                            held[id(tup)] = [tup, em.anchor_acc, t0, run]
+                            em.anchor_acc = 0
+            acked += auto
+            if run is not None and auto:
+                run[1] -= auto
+                if run[1] == 0:
+                    folded[root] = fget(root, 0) ^ mid[1]
+        self._cur = self._cur_run = None
         em.anchor_root = None
         if folded:
             self.ackbuf.fold(folded, acked)
+        if acked:
             self.counters["__ack-count"] += acked
 
     def _process_error(self, tup, e):

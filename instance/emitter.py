@@ -63,10 +63,19 @@ def upstream_tasks(plan, component):
 
 
 class Emitter:
-    """Batches are kept per (destination task, stream) as ``[values, msgids]`` and
-    encoded as ``[src_task, stream, [values...], [msgid...] | None]``: the source and
-    stream are written once per batch, not once per tuple. Order is kept per
-    source task, stream and destination task, as Storm promises."""
+    """Batches are kept per (destination task, stream) as ``[values, runs, open root]``
+    and encoded as ``[src_task, stream, [values...], runs | None]``: the source and
+    stream are written once per batch, not once per tuple. Order is kept per source
+    task, stream and destination task, as Storm promises.
+
+    ``runs`` (None when nothing in the batch is tracked) is a flat ``[start, id, start,
+    id, ...]``: the tuples from ``start`` to the next start share ``id``, None
+    (untracked) or ``[root, edge, root, edge, ...]``. An edge belongs to the whole run
+    and is acked once, when the receiver has acked every tuple of the run (see
+    ``instance/acking.py``). A run stays open, and takes the next tuples of its root,
+    while the emitter is anchoring to one tree: a sentence's words travel as one run
+    under one edge instead of one edge per word. ``open root`` is that root, 0 for an
+    open untracked run, None when the last run cannot grow."""
 
     def __init__(self, task, component, routers, serializer, send, batch_size):
         self.task = task
@@ -98,10 +107,22 @@ class Emitter:
         return router
 
     def _new_buffer(self, key):
-        self.buffers[key] = buf = [[], None]
+        self.buffers[key] = buf = [[], None, None]
         if self.oldest is None:
             self.oldest = time.monotonic()
         return buf
+
+    @staticmethod
+    def _start_run(buf, msgid, root):
+        """Start a run of tuples with id ``msgid`` at the end of ``buf``; it stays open
+        for ``root`` (see the class)."""
+        runs, n = buf[1], len(buf[0])
+        if runs is None:
+            buf[1] = [0, msgid] if n == 0 else [0, None, n, msgid]
+        else:
+            runs.append(n)
+            runs.append(msgid)
+        buf[2] = root
 
     def emit(self, values, stream=DEFAULT_STREAM, anchors=None, direct_task=None, need_task_ids=False):
         """An untracked emit (at-most-once, or a bolt emit with no anchors)."""
@@ -114,10 +135,10 @@ class Emitter:
         for t in tasks:
             key = (t, stream)
             buf = bufs.get(key) or self._new_buffer(key)
+            if buf[2] != 0 and buf[1] is not None:
+                self._start_run(buf, None, 0)
             vals = buf[0]
             vals.append(values)
-            if buf[1] is not None:
-                buf[1].append(None)
             if len(vals) >= self.batch_size:
                 self._flush_one(key, buf)
         self.emit_count += 1
@@ -126,8 +147,8 @@ class Emitter:
 
     def emit_rooted(self, values, stream, root, direct_task=None, need_task_ids=False):
         """The common tracked emit (a spout's tuple, or a bolt's anchored to one tuple of
-        one tree): one fresh edge per destination under ``root``. Returns
-        ``(tasks, XOR of the edges)``."""
+        one tree): the tuple joins the open run of ``root`` toward each destination, or
+        starts one under a fresh edge. Returns ``(tasks, XOR of the new edges)``."""
         router = self._default if stream == DEFAULT_STREAM else None
         if router is None or len(values) != router.arity:
             router = self._router(values, stream)
@@ -136,15 +157,14 @@ class Emitter:
         bufs = self.buffers
         xor = 0
         for t in tasks:
-            e = _getrandbits(64) | 1  # new_edge(), inlined
-            xor ^= e
             key = (t, stream)
             buf = bufs.get(key) or self._new_buffer(key)
+            if buf[2] != root:  # a new run, under a fresh edge (new_edge(), inlined)
+                e = _getrandbits(64) | 1
+                xor ^= e
+                self._start_run(buf, [root, e], root)
             vals = buf[0]
-            if buf[1] is None:
-                buf[1] = [None] * len(vals)
             vals.append(values)
-            buf[1].append([root, e])
             if len(vals) >= self.batch_size:
                 self._flush_one(key, buf)
         self.emit_count += 1
@@ -156,7 +176,8 @@ class Emitter:
         """A reliable bolt's ``emit``. The common case (auto-anchored to the current input,
         which belongs to one tree, default stream, one grouping) is done here in one call,
         because it runs once per emitted tuple; everything else goes to ``general_emit``.
-        Edge ids have their low bit set: never zero, and as random as 63 bits can be."""
+        Edge ids have their low bit set: never zero, and as random as 63 bits can be. A
+        new edge is XORed into the input's ``anchor_acc``: the input's ack creates it."""
         root = self.anchor_root
         router = self._default
         if (root is None or anchors is not None or stream != DEFAULT_STREAM or direct_task is not None
@@ -166,15 +187,14 @@ class Emitter:
         bufs = self.buffers
         xor = 0
         for t in tasks:
-            e = _getrandbits(64) | 1
-            xor ^= e
             key = (t, stream)
             buf = bufs.get(key) or self._new_buffer(key)
+            if buf[2] != root:
+                e = _getrandbits(64) | 1
+                xor ^= e
+                self._start_run(buf, [root, e], root)
             vals = buf[0]
-            if buf[1] is None:
-                buf[1] = [None] * len(vals)
             vals.append(values)
-            buf[1].append([root, e])
             if len(vals) >= self.batch_size:
                 self._flush_one(key, buf)
         self.anchor_acc ^= xor
@@ -206,11 +226,9 @@ class Emitter:
                 msgid = [x for pair in ids.items() for x in pair]
             key = (t, stream)
             buf = bufs.get(key) or self._new_buffer(key)
+            self._start_run(buf, msgid, None)  # a run of one: its edges are its own
             vals = buf[0]
-            if buf[1] is None:
-                buf[1] = [None] * len(vals)
             vals.append(values)
-            buf[1].append(msgid)
             if len(vals) >= self.batch_size:
                 self._flush_one(key, buf)
         self.emit_count += 1

@@ -604,6 +604,8 @@ def test_emit_anchored_root_layout(sim_factory):
     a = _tup([R1, 0xA])
     b = _tup([R2, 0xB])
     c = _tup([R1, 0xC, R3, 0xD])  # a tuple that already belongs to two trees
+    for t in (a, b, c):  # held past process(), each a run of one (its edges its own)
+        bolt._held[id(t)] = [t, 0, 0.0, [t.id, 1]]
     bolt.emit_anchored([1], anchors=[a])
     bolt.emit_anchored([2], anchors=[a, b])
     bolt.emit_anchored([3], anchors=[b, c])

@@ -26,17 +26,34 @@ class Sent:
         self.frames.append(frames)
 
     def batches(self):
-        """Each batch as ``(dest task, [[src, stream, values(, msgid)], ...])``, i.e. with
-        the wire format ``[src, stream, [values...], [msgids...] | None]`` expanded."""
+        """Each batch as ``(dest task, [[src, stream, values(, id)], ...])``, i.e. with
+        the wire format ``[src, stream, [values...], runs | None]`` expanded: the id of a
+        tuple is its run's."""
         out = []
         for kind, dest, payload in self.frames:
             assert kind == DATA
-            src, stream, vals, mids = SER.loads(payload)
-            assert mids is None or len(mids) == len(vals)
-            tuples = [[src, stream, v] if mids is None or mids[i] is None else [src, stream, v, mids[i]]
+            src, stream, vals, runs = SER.loads(payload)
+            ids = expand_runs(runs, len(vals))
+            tuples = [[src, stream, v] if ids[i] is None else [src, stream, v, ids[i]]
                       for i, v in enumerate(vals)]
             out.append((task_of(dest), tuples))
         return out
+
+    def runs(self):
+        return [SER.loads(payload)[3] for _, _, payload in self.frames]
+
+
+def expand_runs(runs, n):
+    """Per tuple, the id of its run; checks the runs' layout on the way."""
+    if runs is None:
+        return [None] * n
+    starts = runs[0::2]
+    assert starts[0] == 0 and starts == sorted(set(starts)) and starts[-1] < n, runs
+    ids = []
+    for k, start in enumerate(starts):
+        end = starts[k + 1] if k + 1 < len(starts) else n
+        ids += [runs[2 * k + 1]] * (end - start)
+    return ids
 
 
 def make_emitter(batch_size=3, task=1):
@@ -65,7 +82,7 @@ def test_flush_at_batch_size():
                                    [1, "default", ["w2", 2]]]),
                               (7, [[1, "default", ["w3", 3]], [1, "default", ["w4", 4]],
                                    [1, "default", ["w5", 5]]])]
-    assert em.buffers == {(7, "default"): [[["w6", 6]], None]}
+    assert em.buffers == {(7, "default"): [[["w6", 6]], None, None]}
     assert sent.frames[0][1] == task_bytes(7) == b"\x00\x00\x00\x07"
 
 
@@ -275,3 +292,22 @@ def test_topology_debug_logs_each_emit_and_passes_it_on():
     assert emit(["x"], "other") == [4]
     assert calls == [((["the", 1],), {"stream": "words", "anchors": None}), ((["x"], "other"), {})]
     assert lines == ["emitting: ['the', 1] stream='words' anchors=None", "emitting: ['x'] 'other'"]
+
+
+def test_runs_group_a_roots_tuples_and_keep_untracked_ones_apart():
+    em, sent = make_emitter(batch_size=100)
+    em.emit(["u", 0])  # untracked first: the batch's runs start with an untracked run
+    _, x1 = em.emit_rooted(["a", 1], "default", 11)
+    _, x1b = em.emit_rooted(["b", 2], "default", 11)  # same root: joins the open run
+    em.emit(["v", 3])
+    _, x2 = em.emit_rooted(["c", 4], "default", 11)  # the run was closed: a new edge
+    _, x3 = em.emit_tracked(["d", 5], "default", [[11]])  # a run of one, never extended
+    _, x4 = em.emit_rooted(["e", 6], "default", 11)
+    em.flush()
+    (runs,) = sent.runs()
+    assert runs[0::2] == [0, 1, 3, 4, 5, 6]
+    ids = runs[1::2]
+    assert ids[0] is None and ids[2] is None
+    assert [ids[1][1], ids[3][1], ids[4][1], ids[5][1]] == [x1, x2, x3[0], x4]
+    assert x1b == 0 and len({x1, x2, x3[0], x4}) == 4
+    assert all(i[0] == 11 for i in (ids[1], ids[3], ids[4], ids[5]))
