@@ -39,9 +39,13 @@ class LatencyStat:
         if room > 0:
             ring.extend(samples[:room])
             samples = samples[room:]
-        for s in samples[-RING:]:
-            ring[self._i] = s
-            self._i = (self._i + 1) % RING
+        if samples:  # overwrite the oldest, in ring order (two slices at most)
+            samples = samples[-RING:]
+            i, n = self._i, len(samples)
+            head = min(n, RING - i)
+            ring[i:i + head] = samples[:head]
+            ring[:n - head] = samples[head:]
+            self._i = (i + n) % RING
 
     def percentile(self, q):
         if not self._ring:
