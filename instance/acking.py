@@ -157,30 +157,26 @@ class RootTracker:
 
 class AckBuffer:
     """The bolt side: acks and fails waiting to go to their spout tasks. Acks of one
-    root are folded together, so a batch carries one entry per root."""
+    root are folded together, so a batch carries one entry per root. ``acks`` is one
+    ``{root: xor}`` for every spout task (the bolt's loops fold straight into it); it is
+    split by spout task when drained."""
 
     def __init__(self):
-        self.acks = {}  # spout task -> {root: xor}
+        self.acks = {}  # root -> xor
         self.fails = {}  # spout task -> set(root)
         self.count = 0
 
     def ack(self, root, value):
-        task = root >> ROOT_TASK_SHIFT
-        d = self.acks.get(task)
-        if d is None:
-            self.acks[task] = d = {}
-        d[root] = d.get(root, 0) ^ value
+        acks = self.acks
+        acks[root] = acks.get(root, 0) ^ value
         self.count += 1
 
     def fold(self, values, n):
         """Fold ``{root: xor}`` (the acks of ``n`` tuples, already folded per root) in."""
         acks = self.acks
+        get = acks.get
         for root, value in values.items():
-            task = root >> ROOT_TASK_SHIFT
-            d = acks.get(task)
-            if d is None:
-                acks[task] = d = {}
-            d[root] = d.get(root, 0) ^ value
+            acks[root] = get(root, 0) ^ value
         self.count += n
 
     def fail(self, root):
@@ -193,7 +189,18 @@ class AckBuffer:
 
     def drain(self):
         """``{spout task: [acks as flat [root, xor, ...], fails as [root, ...]]}`` and reset."""
-        out = {task: [list(chain.from_iterable(d.items())), []] for task, d in self.acks.items()}
+        acks = self.acks
+        out = {}
+        if acks:
+            tasks = {root >> ROOT_TASK_SHIFT for root in acks}
+            if len(tasks) == 1:  # the common case: one spout task
+                out[tasks.pop()] = [list(chain.from_iterable(acks.items())), []]
+            else:
+                for root, value in acks.items():
+                    e = out.get(root >> ROOT_TASK_SHIFT)
+                    if e is None:
+                        out[root >> ROOT_TASK_SHIFT] = e = [[], []]
+                    e[0] += (root, value)
         for task, roots in self.fails.items():
             out.setdefault(task, [[], []])[1] = list(roots)
         self.acks, self.fails, self.count = {}, {}, 0

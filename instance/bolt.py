@@ -19,6 +19,9 @@ log = logging.getLogger("bittern.instance")
 
 _new_tuple = tuple.__new__
 ACK_FLUSH_ENTRIES = 2048
+# The run of the current input when that input is a run of its own, acked by the loop
+# unless the bolt acks it (so no countdown is kept for it).
+SOLO = ["solo run"]
 
 
 class BoltInstance(Instance):
@@ -122,7 +125,10 @@ class BoltInstance(Instance):
             if acc:
                 for i in range(0, len(msgid), 2):
                     ab.ack(msgid[i], acc)
-            if run is not None:
+            if run is SOLO:
+                for i in range(0, len(msgid), 2):
+                    ab.ack(msgid[i], msgid[i + 1])
+            elif run is not None:
                 run[1] -= 1
                 if run[1] == 0:
                     for i in range(0, len(msgid), 2):
@@ -224,11 +230,12 @@ class BoltInstance(Instance):
 
     def _process_tracked(self, vals, runs, comp, stream, src, process, t0):
         """The reliable loop, run by run (see Emitter). The common case, auto-acked
-        inputs of one tree, is folded here into a batch-local ``{root: xor}``: each
-        input's children's edges as it is acked, the run's edge once every tuple of the
-        run was. The emitter's ``anchor_acc`` is 0 whenever an input starts: whoever
-        takes it resets it. A bolt without output streams (a sink) never touches the
-        anchoring state."""
+        inputs of one tree, is folded here straight into the ack buffer's ``{root: xor}``:
+        each input's children's edges as it is acked, the run's edge once every tuple of
+        the run was. A run of one such tuple (what a spout sends) takes the shortest
+        path. The emitter's ``anchor_acc`` is 0 whenever an input starts: whoever takes it
+        resets it. A bolt without output streams (a sink) never touches the anchoring
+        state. (Nothing drains the ack buffer during ``process``, except a crash.)"""
         if runs is None:
             runs = (0, None)
         em = self.emitter
@@ -236,15 +243,36 @@ class BoltInstance(Instance):
         anchors = self.auto_anchor and bool(em.routers)
         sink = auto_ack and not em.routers
         held = self._held
-        folded = {}
+        folded = self.ackbuf.acks
         fget = folded.get
         acked = 0
+        n = len(vals)
         last = len(runs) - 2
         for k in range(0, last + 2, 2):
             mid = runs[k + 1]
-            chunk = vals[runs[k]:runs[k + 2]] if k < last else (vals[runs[k]:] if k else vals)
-            run = self._cur_run = [mid, len(chunk)] if mid is not None else None
+            start = runs[k]
+            end = runs[k + 2] if k < last else n
             single = mid is not None and len(mid) == 2
+            if single and auto_ack and end - start == 1:
+                root = mid[0]
+                tup = _new_tuple(Tuple, (mid, comp, stream, src, vals[start]))
+                self._cur = tup
+                self._cur_run = SOLO
+                if anchors:
+                    em.anchor_root = root
+                try:
+                    process(tup)
+                except Exception as e:  # noqa: BLE001 - user code
+                    self._process_error(tup, e)
+                if self._cur is tup:
+                    acc = em.anchor_acc
+                    if acc:
+                        em.anchor_acc = 0
+                    folded[root] = fget(root, 0) ^ mid[1] ^ acc
+                    acked += 1
+                continue
+            chunk = vals[start:end] if end - start != n else vals
+            run = self._cur_run = [mid, end - start] if mid is not None else None
             root = mid[0] if single else None
             auto = 0
             if sink and (single or mid is None):
@@ -286,9 +314,8 @@ class BoltInstance(Instance):
                     folded[root] = fget(root, 0) ^ mid[1]
         self._cur = self._cur_run = None
         em.anchor_root = None
-        if folded:
-            self.ackbuf.fold(folded, acked)
         if acked:
+            self.ackbuf.count += acked
             self.counters["__ack-count"] += acked
 
     def _process_error(self, tup, e):

@@ -89,6 +89,9 @@ class Emitter:
         self.emit_count = 0
         self.transfer_count = 0
         self._default = routers.get(DEFAULT_STREAM)
+        # emit_auto's fast path: the default stream's one chooser, and its arity
+        self._only = self._default.only if self._default is not None else None
+        self._arity = self._default.arity if self._default is not None else -1
         # A bolt's current input, for auto-anchored emits (see emit_auto): the root of
         # its one tree (None: no single-tree anchor, take the general path) and the XOR
         # of the edges emitted under it so far.
@@ -179,11 +182,11 @@ class Emitter:
         Edge ids have their low bit set: never zero, and as random as 63 bits can be. A
         new edge is XORed into the input's ``anchor_acc``: the input's ack creates it."""
         root = self.anchor_root
-        router = self._default
-        if (root is None or anchors is not None or stream != DEFAULT_STREAM or direct_task is not None
-                or router is None or router.only is None or len(values) != router.arity):
+        only = self._only
+        if (root is None or only is None or anchors is not None or direct_task is not None
+                or stream != DEFAULT_STREAM or len(values) != self._arity):
             return self.general_emit(values, stream, anchors, direct_task, need_task_ids)
-        tasks = router.only(values)
+        tasks = only(values)
         bufs = self.buffers
         xor = 0
         for t in tasks:
@@ -197,7 +200,8 @@ class Emitter:
             vals.append(values)
             if len(vals) >= self.batch_size:
                 self._flush_one(key, buf)
-        self.anchor_acc ^= xor
+        if xor:
+            self.anchor_acc ^= xor
         self.emit_count += 1
         self.transfer_count += len(tasks)
         return list(tasks) if need_task_ids else None
