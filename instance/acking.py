@@ -15,6 +15,15 @@ creates it; after, by the run's edge. So the tree completes exactly when Storm's
 would, with one edge id drawn, sent and folded per run instead of per tuple. A
 failed tuple's run never completes (its tree is failed already).
 
+And an ack may travel inside a run: a bolt whose input is a run of its own (a spout's
+tuple) XORs that input's whole ack (the input's edge and its children's edges) into
+the edge of a run it emitted under the same root, while that run's batch is unsent,
+and sends no ack message. The receiver's ack of the run delivers it. This only delays
+the input's ack, and its edge stays outstanding until the run is acked, so the run's
+tuples stay covered: the tree still completes exactly when every tuple is acked, with
+one ack entry per tree reaching the spout in word count instead of two. (Folding only
+the children's edges would not be safe: the run's edge would cancel out.)
+
 Where the tracker lives: each spout task tracks its own roots (a root id carries
 its spout task in its top 16 bits, so acks are routed to it like data, by task,
 and the stream manager forwards them without decoding). Sharding by root is then

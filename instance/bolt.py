@@ -233,7 +233,9 @@ class BoltInstance(Instance):
         inputs of one tree, is folded here straight into the ack buffer's ``{root: xor}``:
         each input's children's edges as it is acked, the run's edge once every tuple of
         the run was. A run of one such tuple (what a spout sends) takes the shortest
-        path. The emitter's ``anchor_acc`` is 0 whenever an input starts: whoever takes it
+        path, and its whole ack (its edge and its children's) rides on the last run it
+        emitted into, while that run's batch is unsent, instead of going to the spout:
+        the receiver acks it with that run (see ``instance/acking.py``). The emitter's ``anchor_acc`` is 0 whenever an input starts: whoever takes it
         resets it. A bolt without output streams (a sink) never touches the anchoring
         state. (Nothing drains the ack buffer during ``process``, except a crash.)"""
         if runs is None:
@@ -245,13 +247,13 @@ class BoltInstance(Instance):
         held = self._held
         folded = self.ackbuf.acks
         fget = folded.get
-        acked = 0
+        acked = rode = 0
         n = len(vals)
-        last = len(runs) - 2
-        for k in range(0, last + 2, 2):
+        end_k = len(runs) - 2
+        for k in range(0, end_k + 2, 2):
             mid = runs[k + 1]
             start = runs[k]
-            end = runs[k + 2] if k < last else n
+            end = runs[k + 2] if k < end_k else n
             single = mid is not None and len(mid) == 2
             if single and auto_ack and end - start == 1:
                 root = mid[0]
@@ -268,8 +270,13 @@ class BoltInstance(Instance):
                     acc = em.anchor_acc
                     if acc:
                         em.anchor_acc = 0
-                    folded[root] = fget(root, 0) ^ mid[1] ^ acc
                     acked += 1
+                    last = em.last_run
+                    if last is not None and last[0] == root:
+                        last[1] ^= mid[1] ^ acc  # the whole ack rides on a child run
+                        rode += 1
+                    else:
+                        folded[root] = fget(root, 0) ^ mid[1] ^ acc
                 continue
             chunk = vals[start:end] if end - start != n else vals
             run = self._cur_run = [mid, end - start] if mid is not None else None
@@ -315,7 +322,7 @@ class BoltInstance(Instance):
         self._cur = self._cur_run = None
         em.anchor_root = None
         if acked:
-            self.ackbuf.count += acked
+            self.ackbuf.count += acked - rode
             self.counters["__ack-count"] += acked
 
     def _process_error(self, tup, e):

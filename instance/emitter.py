@@ -98,6 +98,10 @@ class Emitter:
         self.anchor_root = None
         self.anchor_acc = 0
         self.general_emit = None  # the bolt's emit for everything but the common case
+        # The id ([root, edge]) of the last run emit_rooted/emit_auto started, while its
+        # batch is unsent (any flush forgets it): a bolt may fold an input's whole ack
+        # into it instead of sending the ack (see BoltInstance._process_tracked).
+        self.last_run = None
 
     def _router(self, values, stream):
         router = self._default if stream == DEFAULT_STREAM else self.routers.get(stream)
@@ -165,7 +169,13 @@ class Emitter:
             if buf[2] != root:  # a new run, under a fresh edge (new_edge(), inlined)
                 e = _getrandbits(64) | 1
                 xor ^= e
-                self._start_run(buf, [root, e], root)
+                self.last_run = rid = [root, e]
+                runs = buf[1]
+                if runs is None:
+                    self._start_run(buf, rid, root)
+                else:
+                    runs += (len(buf[0]), rid)
+                    buf[2] = root
             vals = buf[0]
             vals.append(values)
             if len(vals) >= self.batch_size:
@@ -195,7 +205,13 @@ class Emitter:
             if buf[2] != root:
                 e = _getrandbits(64) | 1
                 xor ^= e
-                self._start_run(buf, [root, e], root)
+                self.last_run = rid = [root, e]
+                runs = buf[1]
+                if runs is None:
+                    self._start_run(buf, rid, root)
+                else:
+                    runs += (len(buf[0]), rid)
+                    buf[2] = root
             vals = buf[0]
             vals.append(values)
             if len(vals) >= self.batch_size:
@@ -246,6 +262,7 @@ class Emitter:
     def _flush_one(self, key, buf):
         payload = self._dumps(self._frame(key[1], buf))
         del self.buffers[key]
+        self.last_run = None
         if not self.buffers:
             self.oldest = None
         self._send([DATA, task_bytes(key[0]), payload])
@@ -253,7 +270,7 @@ class Emitter:
     def flush(self):
         if not self.buffers:
             return
-        bufs, self.buffers, self.oldest = self.buffers, {}, None
+        bufs, self.buffers, self.oldest, self.last_run = self.buffers, {}, None, None
         dumps, send, frame = self._dumps, self._send, self._frame
         for (task, stream), buf in bufs.items():
             send([DATA, task_bytes(task), dumps(frame(stream, buf))])
@@ -275,7 +292,7 @@ class EpochEmitter(Emitter):
 
     def drop(self):
         """Forget every unsent batch (a rollback: they belong to the old epoch)."""
-        self.buffers, self.oldest = {}, None
+        self.buffers, self.oldest, self.last_run = {}, None, None
 
     def send_barrier(self, checkpoint_id, tasks):
         """Flush everything pending, then barrier ``checkpoint_id`` to each of ``tasks``:

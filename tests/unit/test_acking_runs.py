@@ -178,3 +178,78 @@ def test_shuffled_children_make_a_run_per_destination(sims):
         h.flush()
     settle(sim)
     assert sim.obj("src").acked == ["a"] and not sim.pending(kind=ACK)
+
+
+class Sink(Topology):
+    src = SimSpout.spec()
+    split = Mid.spec(inputs=[src])
+    holder = Holder.spec(inputs=[split])
+
+
+def test_the_first_bolts_ack_rides_on_its_unsent_child_run(sims):
+    """src -> split -> holder: the split's acks go in its children's run edges, so the
+    split sends the spout nothing, and each tree completes with its last leaf ack."""
+    sim = sims(Sink, **{"topology.producer.batch.size": 64})
+    sim.obj("split").children = 3
+    for i in range(4):
+        sim.spout.obj.emit([i], tup_id=i)
+    sim.spout.flush()
+    sim.deliver(comp="split")
+    assert sim.pending(kind=ACK) == [], "no ack message from the split"
+    split = sim.inst[sim.tasks("split")[0]]
+    assert split.counters["__ack-count"] == 4 and not split.ackbuf
+    settle(sim)
+    holder = holder_inst(sim)
+    by_tree = {}
+    for t in holder.obj.held:
+        by_tree.setdefault(t.values[0], []).append(t)
+    for i in (2, 0, 3, 1):
+        for t in by_tree[i][:-1]:
+            holder.ack(t)
+        holder.flush()
+        settle(sim)
+        assert i not in sim.obj("src").acked
+        holder.ack(by_tree[i][-1])
+        holder.flush()
+        settle(sim)
+        assert sim.obj("src").acked[-1] == i
+    assert sorted(sim.obj("src").acked) == [0, 1, 2, 3] and sim.spout.tracker.entries == {}
+
+
+@pytest.mark.parametrize("children", [4, 5, 9])
+def test_an_ack_whose_child_runs_were_sent_goes_to_the_spout_or_the_last_open_run(sims, children):
+    """Batches of 4: with 4 children the run is sent before the ack (the ack goes to
+    the spout); with 5 or 9 the ack rides on the last, unsent run. Either way the tree
+    completes only with the last leaf ack."""
+    sim = sims(Sink, **{"topology.producer.batch.size": 4})
+    sim.obj("split").children = children
+    sim.spout.obj.emit([1], tup_id="t")
+    sim.spout.flush()
+    sim.deliver(comp="split")
+    assert len(sim.pending("src", ACK)) == (1 if children % 4 == 0 else 0)
+    settle(sim)
+    holder = holder_inst(sim)
+    assert len(holder.obj.held) == children
+    random.Random(children).shuffle(holder.obj.held)
+    for t in holder.obj.held:
+        assert sim.obj("src").acked == []
+        holder.ack(t)
+        holder.flush()
+        settle(sim)
+    assert sim.obj("src").acked == ["t"] and sim.spout.tracker.entries == {}
+
+
+def test_a_failed_child_fails_the_tree_whose_ack_rode_on_its_run(sims):
+    sim = sims(Sink, **{"topology.producer.batch.size": 64})
+    sim.obj("split").children = 3
+    sim.spout.obj.emit([1], tup_id="a")
+    sim.spout.flush()
+    settle(sim)
+    holder = holder_inst(sim)
+    t0, t1, t2 = holder.obj.held
+    holder.ack(t0)
+    holder.fail(t1)
+    holder.ack(t2)
+    holder.flush()
+    settle(sim)
+    assert sim.obj("src").failed == ["a"] and sim.obj("src").acked == []
