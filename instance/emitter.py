@@ -89,7 +89,7 @@ class Emitter:
         self.emit_count = 0
         self.transfer_count = 0
         self._default = routers.get(DEFAULT_STREAM)
-        # emit_auto's fast path: the default stream's one chooser, and its arity
+        # the fast path of emit and emit_auto: the default stream's one chooser, and its arity
         self._only = self._default.only if self._default is not None else None
         self._arity = self._default.arity if self._default is not None else -1
         # A bolt's current input, for auto-anchored emits (see emit_auto): the root of
@@ -133,16 +133,17 @@ class Emitter:
 
     def emit(self, values, stream=DEFAULT_STREAM, anchors=None, direct_task=None, need_task_ids=False):
         """An untracked emit (at-most-once, or a bolt emit with no anchors)."""
-        router = self._default if stream == DEFAULT_STREAM else None
-        if router is None or len(values) != router.arity:
-            router = self._router(values, stream)
-        only = router.only
-        tasks = only(values) if only is not None and direct_task is None else router.route(values, direct_task)
+        only = self._only
+        if only is not None and stream == DEFAULT_STREAM and direct_task is None \
+                and len(values) == self._arity:
+            tasks = only(values)
+        else:
+            tasks = self._router(values, stream).route(values, direct_task)
         bufs = self.buffers
         for t in tasks:
             key = (t, stream)
             buf = bufs.get(key) or self._new_buffer(key)
-            if buf[2] != 0 and buf[1] is not None:
+            if buf[1] is not None and buf[2] != 0:
                 self._start_run(buf, None, 0)
             vals = buf[0]
             vals.append(values)
