@@ -157,11 +157,12 @@ class Emitter:
         """The common tracked emit (a spout's tuple, or a bolt's anchored to one tuple of
         one tree): the tuple joins the open run of ``root`` toward each destination, or
         starts one under a fresh edge. Returns ``(tasks, XOR of the new edges)``."""
-        router = self._default if stream == DEFAULT_STREAM else None
-        if router is None or len(values) != router.arity:
-            router = self._router(values, stream)
-        only = router.only
-        tasks = only(values) if only is not None and direct_task is None else router.route(values, direct_task)
+        only = self._only
+        if only is not None and stream == DEFAULT_STREAM and direct_task is None \
+                and len(values) == self._arity:
+            tasks = only(values)
+        else:
+            tasks = self._router(values, stream).route(values, direct_task)
         bufs = self.buffers
         xor = 0
         for t in tasks:
