@@ -119,6 +119,14 @@ class Emitter:
             self.oldest = time.monotonic()
         return buf
 
+    def _open_run(self, buf, root):
+        """Start a run of ``root`` under a fresh edge at the end of ``buf`` and return the
+        edge (once per run, not per tuple)."""
+        e = _getrandbits(64) | 1  # new_edge(), inlined
+        self.last_run = rid = [root, e]
+        self._start_run(buf, rid, root)
+        return e
+
     @staticmethod
     def _start_run(buf, msgid, root):
         """Start a run of tuples with id ``msgid`` at the end of ``buf``; it stays open
@@ -168,16 +176,8 @@ class Emitter:
         for t in tasks:
             key = (t, stream)
             buf = bufs.get(key) or self._new_buffer(key)
-            if buf[2] != root:  # a new run, under a fresh edge (new_edge(), inlined)
-                e = _getrandbits(64) | 1
-                xor ^= e
-                self.last_run = rid = [root, e]
-                runs = buf[1]
-                if runs is None:
-                    self._start_run(buf, rid, root)
-                else:
-                    runs += (len(buf[0]), rid)
-                    buf[2] = root
+            if buf[2] != root:
+                xor ^= self._open_run(buf, root)
             vals = buf[0]
             vals.append(values)
             if len(vals) >= self.batch_size:
@@ -205,15 +205,7 @@ class Emitter:
             key = (t, stream)
             buf = bufs.get(key) or self._new_buffer(key)
             if buf[2] != root:
-                e = _getrandbits(64) | 1
-                xor ^= e
-                self.last_run = rid = [root, e]
-                runs = buf[1]
-                if runs is None:
-                    self._start_run(buf, rid, root)
-                else:
-                    runs += (len(buf[0]), rid)
-                    buf[2] = root
+                xor ^= self._open_run(buf, root)
             vals = buf[0]
             vals.append(values)
             if len(vals) >= self.batch_size:

@@ -11,7 +11,8 @@ import pytest
 from bittern import Bolt, Grouping, Topology
 from bittern.wire import ACK, DATA, Serializer
 
-from .test_acking import Mid, Relay, Sim, SimSpout
+from .test_acking import Mid, Relay, SimSpout
+from .test_acking_fast_paths import sims  # noqa: F401 - the fixture
 
 SER = Serializer("msgpack")
 
@@ -42,16 +43,19 @@ class Fan(Topology):
     holder = Holder.spec(par=2, inputs={split: Grouping.SHUFFLE})
 
 
-@pytest.fixture
-def sims():
-    made = []
-    yield lambda topo, **conf: made.append(Sim(topo, **conf)) or made[-1]
-    for s in made:
-        s.close()
-
-
 def holder_inst(sim, i=0):
     return sim.inst[sim.tasks("holder")[i]]
+
+
+def one_tree(sims, topo, children, batch=64):
+    """One tree ``"a"`` whose split emits ``children`` tuples, settled: the holder holds
+    them all. Returns ``(sim, holder instance)``."""
+    sim = sims(topo, **{"topology.producer.batch.size": batch})
+    sim.obj("split").children = children
+    sim.spout.obj.emit([1], tup_id="a")
+    sim.spout.flush()
+    settle(sim)
+    return sim, holder_inst(sim)
 
 
 def settle(sim):
@@ -141,12 +145,7 @@ def test_failing_one_tuple_of_a_run_fails_the_tree_once_and_the_rest_ack_nothing
 
 
 def test_acking_a_tuple_twice_acks_nothing_more(sims):
-    sim = sims(Chain, **{"topology.producer.batch.size": 64})
-    sim.obj("split").children = 3
-    sim.spout.obj.emit([1], tup_id="a")
-    sim.spout.flush()
-    settle(sim)
-    holder = holder_inst(sim)
+    sim, holder = one_tree(sims, Chain, 3)
     t0, t1, t2 = holder.obj.held
     holder.ack(t0)
     holder.ack(t0)  # a bolt's mistake: it must not count as t1's or t2's ack
@@ -240,12 +239,7 @@ def test_an_ack_whose_child_runs_were_sent_goes_to_the_spout_or_the_last_open_ru
 
 
 def test_a_failed_child_fails_the_tree_whose_ack_rode_on_its_run(sims):
-    sim = sims(Sink, **{"topology.producer.batch.size": 64})
-    sim.obj("split").children = 3
-    sim.spout.obj.emit([1], tup_id="a")
-    sim.spout.flush()
-    settle(sim)
-    holder = holder_inst(sim)
+    sim, holder = one_tree(sims, Sink, 3)
     t0, t1, t2 = holder.obj.held
     holder.ack(t0)
     holder.fail(t1)
