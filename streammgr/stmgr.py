@@ -26,7 +26,7 @@ Both counters travel with the others (``local``, ``peer``, ``dropped``,
 ``from_peers``) in the heartbeat to the topology master.
 
 SIGHUP re-reads the plan from the path the process was started with (see
-:meth:`StreamManager.reload`). In cluster mode a supervisor rewrites the plan of a
+:meth:`streammgr.reload.PlanReload.reload`). In cluster mode a supervisor rewrites the plan of a
 container that did not move when others did (new tcp endpoints for moved peers, a
 new topology master endpoint if container 0 moved) and sends SIGHUP: the stream
 manager reconnects to what moved and keeps everything else (its instances, their
@@ -36,7 +36,6 @@ a container has to be restarted.
 """
 from __future__ import annotations
 
-import copy
 import errno
 import logging
 import os
@@ -53,7 +52,8 @@ from bittern.wire import CTRL, ROUTED, Op
 
 from .backpressure import ANNOUNCE, SPOUTS, Backpressure
 from .lograte import Throttle
-from .planfile import HANGUP, load_plan, plan_changes, plan_keys
+from .planfile import HANGUP, plan_keys
+from .reload import PlanReload
 from .routing import LOCAL, PEER, OutQueues, RoutingTable
 
 log = logging.getLogger("bittern.stmgr")
@@ -71,7 +71,7 @@ _PROTOCOL_ERRORS = {getattr(zmq, n): n[len("PROTOCOL_ERROR_"):].lower()
                     for n in dir(zmq) if n.startswith("PROTOCOL_ERROR_")}
 
 
-class StreamManager:
+class StreamManager(PlanReload):
     def __init__(self, plan, container, plan_path=None):
         self.plan = plan
         self.container = container
@@ -412,79 +412,6 @@ class StreamManager:
         self.to_tm(Op.STMGR_REGISTER, pid=os.getpid(),
                    tasks={str(t): {k: v for k, v in m.items() if k != "op"}
                           for t, m in self.registered.items()})
-
-    # -- reloading the plan (SIGHUP) ----------------------------------------------------
-    def reload(self):
-        """Re-read the plan file and apply what may change under a running container:
-        peers' tcp endpoints and CURVE public keys, the topology master's endpoint, the
-        keys the tcp port admits. Returns True if the topology master socket was
-        replaced (the caller heartbeats at once). A plan that changes what this process
-        is built on (containers, packing, its own endpoints or keys) is refused and
-        logged, and the current plan stays in force."""
-        if self.plan_path is None:
-            log.error("SIGHUP: this stream manager was started without a plan path; nothing to reload")
-            return False
-        try:
-            new = load_plan(self.plan_path)
-        except Exception as e:  # noqa: BLE001 - a bad file must not take the container down
-            log.error("SIGHUP: cannot read the plan %s (%s: %s); keeping the current plan",
-                      self.plan_path, type(e).__name__, e)
-            return False
-        # Decide everything before touching a socket: a plan refused here changes nothing.
-        ch = plan_changes(self.plan, new, self.container, self.table.peers, self.keys,
-                          self.auth.allowed if self.auth is not None else None)
-        conflicts, moved, tm_moved, allowed, new_keys = ch.conflicts, ch.moved, ch.tm_moved, ch.allowed, ch.keys
-        if conflicts:
-            log.error("SIGHUP: refused the plan %s: it changes %s, which a running stream manager "
-                      "cannot take (the container must be restarted); keeping the current plan",
-                      self.plan_path, "; ".join(conflicts))
-            return False
-        if new.topology.to_dict() != self.plan.topology.to_dict() or new.config != self.plan.config:
-            log.warning("SIGHUP: the plan's topology definition or config changed; that takes a "
-                        "restart, only endpoints and keys are applied now")
-        if not moved and not tm_moved and allowed is None:
-            log.info("SIGHUP: plan %s reloaded, nothing to change", self.plan_path)
-            return False
-        if allowed is not None:
-            # First, as it checks every key (each new peer key is in this set) and changes
-            # nothing if one is bad. New handshakes only: a connection that is up stays up
-            # (a key the plan dropped belongs to a peer that moved: its connection is gone).
-            try:
-                self.auth.allow(allowed)
-            except curve.CurveError as e:
-                log.error("SIGHUP: refused the plan %s: %s; keeping the current plan", self.plan_path, e)
-                return False
-            log.info("SIGHUP: the tcp port now admits the CURVE keys of containers %s",
-                     sorted(c for c, k in new_keys.items() if c != self.container and k.get("public")))
-        # Adopt the new endpoints and keys; the rest of the plan stays as this process was built.
-        plan = copy.copy(self.plan)
-        plan.stmgrs, plan.tmaster = new.stmgrs, new.tmaster
-        if new_keys is not None:
-            plan.keys = new_keys
-        if hasattr(new, "hosts"):
-            plan.hosts = new.hosts
-        self.plan, self.keys = plan, new_keys
-        for c in moved:
-            # Batches still in the old sockets' pipes (up to SNDHWM each) are lost with them;
-            # those the stream manager queued itself (self.queues) stay queued under
-            # ("p", c) and go to the new socket. At-least-once replays what was lost: the
-            # spouts' tuples time out and are emitted again.
-            for d in (self.peers, self.peer_ctrl):
-                d.pop(c).close(linger=0)
-            self._connect_peer(c)
-            log.info("SIGHUP: peer container %d now at %s", c, plan.stmgrs[c]["tcp"])
-        if moved and (self.bp.active or self._announced_off < 3):
-            self.announce(self.bp.active)  # a new peer has not heard whether we are in backpressure
-        if tm_moved:
-            if self._poller is not None:
-                self._poller.unregister(self.tm)
-            self.tm.close(linger=0)
-            self._connect_tm()
-            if self._poller is not None:
-                self._poller.register(self.tm, zmq.POLLIN)
-            log.info("SIGHUP: topology master now at %s; registering with it", plan.tmaster)
-            self.register_with_tm()
-        return tm_moved
 
     # -- the loop -----------------------------------------------------------------------
     def run(self):
