@@ -235,9 +235,10 @@ class BoltInstance(Instance):
         the run was. A run of one such tuple (what a spout sends) takes the shortest
         path, and its whole ack (its edge and its children's) rides on the last run it
         emitted into, while that run's batch is unsent, instead of going to the spout:
-        the receiver acks it with that run (see ``instance/acking.py``). The emitter's ``anchor_acc`` is 0 whenever an input starts: whoever takes it
-        resets it. A bolt without output streams (a sink) never touches the anchoring
-        state. (Nothing drains the ack buffer during ``process``, except a crash.)"""
+        the receiver acks it with that run (see ``instance/acking.py``). The emitter's
+        ``anchor_acc`` is 0 whenever an input starts: whoever takes it resets it. A bolt
+        without output streams (a sink) never touches the anchoring state. (Nothing
+        drains the ack buffer during ``process``, except a crash.)"""
         if runs is None:
             runs = (0, None)
         em = self.emitter
