@@ -5,203 +5,23 @@ No sockets: every frame an instance sends is captured. Data frames are delivered
 at a time, picking at random among the (source, destination) channels but in order
 within each (as the stream manager keeps it), so barriers meet every interleaving.
 Control messages go to a small topology master made of the real
-``CheckpointCoordinator`` and ``CheckpointStore``.
+``CheckpointCoordinator`` and ``CheckpointStore`` (tests/unit/eosim.py).
 """
 from __future__ import annotations
 
-import glob
-import json
-import os
-import random
-from collections import Counter, deque
+from collections import Counter
 
-import msgpack
 import pytest
 
-from bittern import Bolt, Grouping, Spout, Topology
-from bittern import config as cfg
 from bittern import wire
 from bittern.api.state import KeyGroups, State
-from bittern.checkpoint import CheckpointStore
-from bittern.packing import round_robin
-from bittern.runplan import RunPlan
-from bittern.sinks import FileSink, SinkBolt
-from bittern.state import LocalStateManager
-from bittern.wire import CTRL, DATA, Op, task_of
-from instance.bolt import BoltInstance
+from bittern.wire import Op
 from instance.grouping import FieldsChooser
-from instance.spout import SpoutInstance
 from streammgr import checkpoints as ck
 
+from .eosim import EOSim
+
 KEYS = 5
-
-
-class NumSpout(Spout):
-    """Emits ``[n, n % KEYS]`` for n = 1000 * index + i, i < ``limit``; its offset is its state."""
-    outputs = ["n", "key"]
-
-    def initialize(self, config, context):
-        self.limit = 0
-        self.i = 0
-        self.acked = []
-
-    def init_state(self, state):
-        self.state = state
-        self.i = state.get("next", 0)
-
-    def pre_save(self, checkpoint_id):
-        self.state.put("next", self.i)
-
-    def next_tuple(self):
-        if self.i < self.limit:
-            n = 1000 * self.context.task_index + self.i
-            self.emit([n, n % KEYS], tup_id=n)
-            self.i += 1
-
-    def ack(self, tup_id):  # never called under EFFECTIVELY_ONCE
-        self.acked.append(tup_id)
-
-
-class Count(Bolt):
-    outputs = ["n", "key", "count"]
-
-    def init_state(self, state):
-        self.counts = state.keyed
-
-    def process(self, tup):
-        n, key = tup.values
-        c = self.counts.get(key, 0) + 1
-        self.counts.put(key, c)
-        self.emit([n, key, c])
-
-
-class Out(SinkBolt):
-    def make_sink(self, config, context):
-        return FileSink(config["test.out"], "out")
-
-
-class Pipeline(Topology):
-    src = NumSpout.spec(par=2)
-    count = Count.spec(par=2, inputs={src: Grouping.fields("key")})
-    sink = Out.spec(par=1, inputs={count: Grouping.SHUFFLE})
-
-
-class EOSim:
-    def __init__(self, tmp, seed=0, **conf):
-        self.rng = random.Random(seed)
-        self.out = str(tmp / "out")
-        tdef = Pipeline.build("eo")
-        config = cfg.merge(tdef.config, {"topology.reliability.mode": "EFFECTIVELY_ONCE",
-                                         "topology.producer.batch.size": 3,
-                                         "bittern.checkpoint.dir": str(tmp / "ckpt"),
-                                         "test.out": self.out}, conf)
-        self.packing = round_robin({c.name: c.par for c in tdef.components.values()}, 1)
-        self.plan = RunPlan("eo", str(tmp / "home"), tdef, self.packing, "tcp://127.0.0.1:9",
-                            {0: {"tcp": "tcp://127.0.0.1:9", "ipc": "ipc:///nonexistent/eo"}}, config)
-        self.sm = LocalStateManager(str(tmp / "home"))
-        self.store = CheckpointStore(str(tmp / "ckpt"), self.sm, "eo", keep=3)
-        self.coord = ck.CheckpointCoordinator(self.packing.task_component, 5.0, 30.0)
-        self.now = 0.0
-        self.channels = {}  # (src, dest) -> deque of payloads
-        self.ctrl = []  # (task, msg) sent to the topology master
-        self.inst = {}
-        self.log = []  # what the topology master did
-        for task, comp in sorted(self.packing.task_component.items()):
-            kind = tdef.components[comp].kind
-            self.inst[task] = self.make(kind, task)
-
-    def make(self, kind, task):
-        inst = (SpoutInstance if kind == "spout" else BoltInstance)(self.plan, task)
-
-        def send(frames, sock=None, task=task):
-            if frames[0] == DATA:
-                src = msgpack.unpackb(frames[2], raw=False)[0]
-                assert src == task
-                self.channels.setdefault((src, task_of(frames[1])), deque()).append(frames[2])
-            elif frames[0] == CTRL:
-                self.ctrl.append((task, wire.decode_ctrl(frames[1])))
-            return True
-        inst.send = send
-        inst.setup()
-        inst.handle(wire.ctrl(Op.START, active=True))
-        return inst
-
-    def tasks(self, comp):
-        return self.packing.component_tasks[comp]
-
-    def obj(self, task):
-        return self.inst[task].obj
-
-    # -- the topology master
-    def act(self, actions):
-        for a in actions:
-            self.log.append(a)
-            if isinstance(a, ck.Start):
-                self.broadcast(Op.CKPT_START, id=a.checkpoint_id, epoch=a.epoch)
-            elif isinstance(a, ck.Complete):
-                self.store.mark_complete(a.checkpoint_id, a.tasks)
-                self.broadcast(Op.CKPT_COMMIT, id=a.checkpoint_id)
-            elif isinstance(a, ck.Restore):
-                self.broadcast(Op.RESTORE, id=a.checkpoint_id, epoch=a.epoch)
-            elif isinstance(a, ck.Resume):
-                self.broadcast(Op.RESUME, epoch=a.epoch)
-
-    def broadcast(self, op, **fields):
-        for inst in self.inst.values():
-            inst.handle(wire.ctrl(op, **fields))
-        self.answer()
-
-    def answer(self):
-        while self.ctrl:
-            task, msg = self.ctrl.pop(0)
-            op = msg["op"]
-            if op == Op.CKPT_SAVED:
-                self.act(self.coord.on_saved(task, msg["id"], msg["epoch"], self.now, msg["bytes"],
-                                             msg["align_ms"]))
-            elif op == Op.RESTORED:
-                self.act(self.coord.on_restored(task, msg["epoch"], self.now))
-
-    def tick(self, dt=5.0):
-        self.now += dt
-        self.act(self.coord.tick(self.now))
-
-    # -- the data plane
-    def emit(self, per_spout):
-        for t in self.tasks("src"):
-            inst = self.inst[t]
-            inst.obj.limit += per_spout
-            while inst.can_emit() and inst.obj.i < inst.obj.limit:
-                inst.call_next_tuple(inst.emitter)
-            inst.flush()
-
-    def step(self):
-        """Deliver the head of one random non-empty channel; False if none is left."""
-        live = [k for k, q in self.channels.items() if q]
-        if not live:
-            return False
-        key = self.rng.choice(live)
-        inst = self.inst[key[1]]
-        inst.handle([DATA, self.channels[key].popleft()])
-        inst.flush()
-        self.answer()
-        return True
-
-    def run(self, limit=100000):
-        for _ in range(limit):
-            if not self.step():
-                return
-        raise AssertionError("does not settle")
-
-    def committed(self):
-        rows = []
-        for path in sorted(glob.glob(os.path.join(self.out, "out-*-*.jsonl"))):
-            with open(path) as f:
-                rows += [json.loads(line) for line in f]
-        return rows
-
-    def close(self):
-        for inst in self.inst.values():
-            inst.close_socket()
 
 
 @pytest.fixture
@@ -209,7 +29,7 @@ def make_sim(tmp_path):
     made = []
 
     def make(seed=0, **conf):
-        s = EOSim(tmp_path / f"s{len(made)}", seed, **conf)
+        s = EOSim(tmp_path / f"s{len(made)}", 2, seed, keys=KEYS, stride=1000, **conf)
         made.append(s)
         return s
     yield make

@@ -1,7 +1,7 @@
 """Restoring exactly-once state under another parallelism (a rebalance), in memory.
 
 A keyed counting bolt checkpointed at par 2 is restored at par 3, then at par 2 again,
-through real instances (the wiring of tests/unit/test_exactly_once_runtime.py): each
+through real instances (tests/unit/eosim.py): each
 generation is a new plan over the same checkpoint store and sink directory, and its
 topology master sends RESTORE with the layout recorded in the checkpoint's metadata.
 Task ids move between generations (they are numbered over the components in name
@@ -11,218 +11,32 @@ must go by component and index. Then the rules of ``instance.rescale`` one by on
 from __future__ import annotations
 
 import glob
-import json
 import os
-import random
-from collections import Counter, deque
+from collections import Counter
 
 import msgpack
 import pytest
 
-from bittern import Bolt, Grouping, Spout, Topology
-from bittern import config as cfg
-from bittern import wire
 from bittern.api.state import KeyGroups, State
 from bittern.checkpoint import CheckpointError, CheckpointStore, check_layout, component_tasks, task_layout
-from bittern.packing import round_robin
-from bittern.runplan import RunPlan
-from bittern.sinks import FileSink, SinkBolt
 from bittern.state import LocalStateManager
-from bittern.wire import CTRL, DATA, Op, task_of
-from instance.bolt import BoltInstance
+from bittern.wire import Op
 from instance.grouping import FieldsChooser
 from instance.rescale import RescaleError, restore_state, sources
-from instance.spout import SpoutInstance
-from streammgr import checkpoints as ck
+
+from .eosim import EOSim
 
 KEYS = 61  # enough keys that every task of 3 owns some
 
 
-class NumSpout(Spout):
-    """Emits ``[n, n % KEYS]`` for n = 100000 * index + i, i < ``limit``; offset in its state."""
-    outputs = ["n", "key"]
-
-    def initialize(self, config, context):
-        self.limit = 0
-        self.i = 0
-
-    def init_state(self, state):
-        self.state = state
-        self.i = state.get("next", 0)
-
-    def pre_save(self, checkpoint_id):
-        self.state.put("next", self.i)
-
-    def next_tuple(self):
-        if self.i < self.limit:
-            n = 100000 * self.context.task_index + self.i
-            self.emit([n, n % KEYS])
-            self.i += 1
-
-
-class Count(Bolt):
-    outputs = ["n", "key", "count"]
-
-    def init_state(self, state):
-        self.counts = state.keyed
-
-    def process(self, tup):
-        n, key = tup.values
-        c = self.counts.get(key, 0) + 1
-        self.counts.put(key, c)
-        self.emit([n, key, c])
-
-
-class Out(SinkBolt):
-    def make_sink(self, config, context):
-        return FileSink(config["test.out"], "out")
-
-
-def pipeline(count_par):
-    class Pipeline(Topology):
-        src = NumSpout.spec(par=2)
-        count = Count.spec(par=count_par, inputs={src: Grouping.fields("key")})
-        sink = Out.spec(par=1, inputs={count: Grouping.SHUFFLE})
-    return Pipeline.build("eo")
-
-
-class Generation:
-    """One run of the topology at a given count parallelism: instances, a topology master
-    (coordinator + store) resuming from the store, channels delivered in random order."""
-
-    def __init__(self, tmp, count_par, seed=0):
-        self.rng = random.Random(seed)
-        self.out = str(tmp / "out")
-        tdef = pipeline(count_par)
-        config = cfg.merge(tdef.config, {"topology.reliability.mode": "EFFECTIVELY_ONCE",
-                                         "topology.producer.batch.size": 3,
-                                         "bittern.checkpoint.dir": str(tmp / "ckpt"),
-                                         "test.out": self.out})
-        self.packing = round_robin({c.name: c.par for c in tdef.components.values()}, 1)
-        self.plan = RunPlan("eo", str(tmp / "home"), tdef, self.packing, "tcp://127.0.0.1:9",
-                            {0: {"tcp": "tcp://127.0.0.1:9", "ipc": "ipc:///nonexistent/eo"}}, config)
-        self.layout = task_layout(self.packing)
-        self.sm = LocalStateManager(str(tmp / "home"))
-        self.store = CheckpointStore(str(tmp / "ckpt"), self.sm, "eo", keep=3)
-        seen = self.store.complete_ids() + self.store._dir_ids()
-        epoch = (self.sm.get("checkpoints/eo/epoch") or {}).get("epoch", 0)
-        self.coord = ck.CheckpointCoordinator(self.packing.task_component, 5.0, 30.0,
-                                              latest_complete=self.store.latest_complete(),
-                                              next_id=max(seen, default=0) + 1, epoch=epoch)
-        self.now = 0.0
-        self.lost = set()  # (op, task): control messages that never reach that task
-        self.channels = {}
-        self.ctrl = []
-        self.inst = {}
-        for task, comp in sorted(self.packing.task_component.items()):
-            kind = tdef.components[comp].kind
-            self.inst[task] = self.make(kind, task)
-
-    def make(self, kind, task):
-        inst = (SpoutInstance if kind == "spout" else BoltInstance)(self.plan, task)
-
-        def send(frames, sock=None, task=task):
-            if frames[0] == DATA:
-                src = msgpack.unpackb(frames[2], raw=False)[0]
-                assert src == task
-                self.channels.setdefault((src, task_of(frames[1])), deque()).append(frames[2])
-            elif frames[0] == CTRL:
-                self.ctrl.append((task, wire.decode_ctrl(frames[1])))
-            return True
-        inst.send = send
-        inst.setup()
-        inst.handle(wire.ctrl(Op.START, active=True))
-        return inst
-
-    def tasks(self, comp):
-        return self.packing.component_tasks[comp]
-
-    # -- the topology master (as streammgr/tmaster.py does it)
-    def act(self, actions):
-        for a in actions:
-            if isinstance(a, ck.Start):
-                self.broadcast(Op.CKPT_START, id=a.checkpoint_id, epoch=a.epoch)
-            elif isinstance(a, ck.Complete):
-                self.store.mark_complete(a.checkpoint_id, a.tasks, layout=self.layout)
-                self.broadcast(Op.CKPT_COMMIT, id=a.checkpoint_id)
-            elif isinstance(a, ck.Restore):
-                self.sm.put("checkpoints/eo/epoch", {"epoch": a.epoch})
-                lay = None if a.checkpoint_id is None else self.store.layout(a.checkpoint_id)
-                self.broadcast(Op.RESTORE, id=a.checkpoint_id, epoch=a.epoch, layout=lay)
-            elif isinstance(a, ck.Resume):
-                self.broadcast(Op.RESUME, epoch=a.epoch)
-
-    def broadcast(self, op, **fields):
-        for t, inst in self.inst.items():
-            if (op, t) not in self.lost:
-                inst.handle(wire.ctrl(op, **fields))
-        self.answer()
-
-    def answer(self):
-        while self.ctrl:
-            task, msg = self.ctrl.pop(0)
-            op = msg["op"]
-            if op == Op.CKPT_SAVED:
-                self.act(self.coord.on_saved(task, msg["id"], msg["epoch"], self.now, msg["bytes"],
-                                             msg["align_ms"]))
-            elif op == Op.RESTORED:
-                self.act(self.coord.on_restored(task, msg["epoch"], self.now))
-            elif op == Op.ERROR:
-                raise AssertionError(f"task {task}: {msg['error']}\n{msg.get('traceback')}")
-
-    def start(self):
-        self.act(self.coord.start(self.now))
-        assert all(inst.epoch == self.coord.epoch for inst in self.inst.values()), "not every task restored"
-
-    def checkpoint(self):
-        self.now += 5.0
-        self.act(self.coord.tick(self.now))
-
-    def emit(self, per_spout):
-        for t in self.tasks("src"):
-            inst = self.inst[t]
-            inst.obj.limit += per_spout
-            while inst.can_emit() and inst.obj.i < inst.obj.limit:
-                inst.call_next_tuple(inst.emitter)
-            inst.flush()
-
-    def step(self):
-        live = [k for k, q in self.channels.items() if q]
-        if not live:
-            return False
-        key = self.rng.choice(live)
-        inst = self.inst[key[1]]
-        inst.handle([DATA, self.channels[key].popleft()])
-        inst.flush()
-        self.answer()
-        return True
-
-    def run(self, limit=200000):
-        for _ in range(limit):
-            if not self.step():
-                return
-        raise AssertionError("does not settle")
-
-    def counts(self):
-        """{key: (count, task)} over the count tasks' live keyed state; no key twice."""
-        out = {}
-        for t in self.tasks("count"):
-            for key, c in self.inst[t].obj.counts.items():
-                assert key not in out, f"key {key} on tasks {out[key][1]} and {t}"
-                out[key] = (c, t)
-        return out
-
-    def close(self):
-        for inst in self.inst.values():
-            inst.close_socket()
-
-
 @pytest.fixture
 def gens(tmp_path):
+    """Generations of the pipeline over one store and sink directory: each a new plan
+    at the given count parallelism, resuming from what the last one checkpointed."""
     made = []
 
     def make(count_par, seed=0):
-        g = Generation(tmp_path, count_par, seed)
+        g = EOSim(tmp_path, count_par, seed, keys=KEYS, stride=100000)
         made.append(g)
         return g
     yield make
@@ -232,14 +46,6 @@ def gens(tmp_path):
 
 def expected(per_spout):
     return Counter(n % KEYS for i in range(2) for n in range(100000 * i, 100000 * i + per_spout))
-
-
-def committed(out):
-    rows = []
-    for path in sorted(glob.glob(os.path.join(out, "out-*-*.jsonl"))):
-        with open(path) as f:
-            rows += [json.loads(line) for line in f]
-    return rows
 
 
 def check_committed(rows, per_spout):
@@ -274,12 +80,12 @@ def run_generation(g, per_spout_before, more, seed_steps=True):
     g.emit(more)
     for _ in range(g.rng.randrange(0, 30)):
         g.step()
-    g.checkpoint()  # a barrier in the middle of the data
+    g.tick()  # a barrier in the middle of the data
     g.run()
-    g.checkpoint()  # and one after all of it: the stop-the-world rebalance's last checkpoint
+    g.tick()  # and one after all of it: the stop-the-world rebalance's last checkpoint
     g.run()
     check_counts(g, per_spout_before + more)
-    check_committed(committed(g.out), per_spout_before + more)
+    check_committed(g.committed(), per_spout_before + more)
     g.close()
 
 
@@ -302,7 +108,7 @@ def test_after_a_rescale_fields_grouping_sends_each_key_to_its_new_owner(gens):
     g.start()
     g.emit(40)  # keys 0..39 and 21..60
     g.run()
-    g.checkpoint()
+    g.tick()
     g.run()
     g.close()
     g3 = gens(3)
@@ -339,23 +145,23 @@ def test_a_sink_output_pending_under_a_task_id_that_is_gone_is_committed(gens):
     g.emit(30)
     g.run()
     g.lost.add((Op.CKPT_COMMIT, 3))
-    g.checkpoint()
+    g.tick()
     g.run()
-    assert g.store.latest_complete() == 1 and committed(g.out) == []
+    assert g.store.latest_complete() == 1 and g.committed() == []
     assert glob.glob(os.path.join(g.out, ".pending-out-1-3"))
     g.close()
     g3 = gens(3)
     assert g3.tasks("sink") == [4]
     g3.start()
-    check_committed(committed(g3.out), 30)
+    check_committed(g3.committed(), 30)
     assert not glob.glob(os.path.join(g3.out, ".pending-*"))
     for s in g3.tasks("src"):
         g3.inst[s].obj.limit = 30
     g3.emit(10)
     g3.run()
-    g3.checkpoint()
+    g3.tick()
     g3.run()
-    check_committed(committed(g3.out), 40)
+    check_committed(g3.committed(), 40)
 
 
 # -- the rules, on the store directly ---------------------------------------------------------
