@@ -139,6 +139,7 @@ def validate(tdef, conf, parallelism, containers=None, import_user_code=True):
     new = {c.name: c.par for c in tdef.components.values()}
     mode = (conf or {}).get("topology.reliability.mode")
     groups = int((conf or {}).get("bittern.state.key.groups") or defaults()["bittern.state.key.groups"])
+    cap = int((conf or {}).get("topology.max.task.parallelism") or 0)
     for name, n in sorted((parallelism or {}).items()):
         comp = tdef.components.get(name)
         if comp is None:
@@ -146,7 +147,6 @@ def validate(tdef, conf, parallelism, containers=None, import_user_code=True):
                                  f"(components: {', '.join(sorted(tdef.components))})")
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise RebalanceError(f"component {name!r}: parallelism must be an integer >= 1, got {n!r}")
-        cap = int((conf or {}).get("topology.max.task.parallelism") or 0)
         if cap and n > cap:
             raise RebalanceError(f"component {name!r}: parallelism {n} is more than "
                                  f"topology.max.task.parallelism ({cap})")

@@ -19,9 +19,6 @@ log = logging.getLogger("bittern.instance")
 
 _new_tuple = tuple.__new__
 ACK_FLUSH_ENTRIES = 2048
-# The run of the current input when that input is a run of its own, acked by the loop
-# unless the bolt acks it (so no countdown is kept for it).
-SOLO = ["solo run"]
 
 
 class BoltInstance(Instance):
@@ -125,10 +122,7 @@ class BoltInstance(Instance):
             if acc:
                 for i in range(0, len(msgid), 2):
                     ab.ack(msgid[i], acc)
-            if run is SOLO:
-                for i in range(0, len(msgid), 2):
-                    ab.ack(msgid[i], msgid[i + 1])
-            elif run is not None:
+            if run is not None:
                 run[1] -= 1
                 if run[1] == 0:
                     for i in range(0, len(msgid), 2):
@@ -260,7 +254,7 @@ class BoltInstance(Instance):
                 root = mid[0]
                 tup = _new_tuple(Tuple, (mid, comp, stream, src, vals[start]))
                 self._cur = tup
-                self._cur_run = SOLO
+                self._cur_run = [mid, 1]
                 if anchors:
                     em.anchor_root = root
                 try:

@@ -14,7 +14,7 @@ from bittern.api.stream import DEFAULT_STREAM
 from bittern.errors import SchemaError
 from bittern.wire import BARRIER_STREAM, DATA, task_bytes
 
-from .acking import _getrandbits, new_edge
+from .acking import new_edge
 from .grouping import StreamRouter, make_chooser
 
 
@@ -122,7 +122,7 @@ class Emitter:
     def _open_run(self, buf, root):
         """Start a run of ``root`` under a fresh edge at the end of ``buf`` and return the
         edge (once per run, not per tuple)."""
-        e = _getrandbits(64) | 1  # new_edge(), inlined
+        e = new_edge()
         self.last_run = rid = [root, e]
         self._start_run(buf, rid, root)
         return e

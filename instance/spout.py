@@ -15,7 +15,7 @@ from bittern.api.stream import DEFAULT_STREAM
 from bittern.errors import SchemaError
 from bittern.wire import Op
 
-from .acking import ACKED, ROOT_TASK_SHIFT, RootTracker, _getrandbits
+from .acking import ACKED, RootTracker, new_root
 from .runtime import Instance
 from .stats import LatencyStat
 
@@ -57,23 +57,17 @@ class SpoutInstance(Instance):
                     completed.append((ACKED, tup_id, stream, None))
                 return tasks
         else:
-            tracker = self.tracker
-            rooted, register, entries = em.emit_rooted, tracker.register, tracker.entries
-            task_bits = self.task << ROOT_TASK_SHIFT
+            rooted, register, task = em.emit_rooted, self.tracker.register, self.task
             monotonic = time.monotonic
 
             def emit(values, tup_id=None, stream=DEFAULT_STREAM, direct_task=None, need_task_ids=False):
                 if tup_id is None:
                     return emit_plain(values, stream, None, direct_task, need_task_ids)
-                root = task_bits | (_getrandbits(48) or 1)  # new_root(task), inlined
+                root = new_root(task)
                 tasks, xor = rooted(values, stream, root, direct_task, need_task_ids)
-                if xor and root not in entries:  # tracker.register's common case, inlined
-                    entries[root] = [xor, tup_id, stream, monotonic(), True]
-                    tracker.inflight += 1
-                else:
-                    done = register(root, xor, tup_id, stream, monotonic())
-                    if done is not None:
-                        completed.append(done)
+                done = register(root, xor, tup_id, stream, monotonic())
+                if done is not None:
+                    completed.append(done)
                 return tasks if need_task_ids else None
         obj.emit = emit
         obj._runtime_done = self.on_done

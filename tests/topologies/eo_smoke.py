@@ -8,16 +8,9 @@ Every instance writes its pid to ``<test.out>/pids/<component>-<task>``.
 import os
 import time
 
-from bittern import Bolt, Grouping, Spout, Topology
+from bittern import Grouping, Spout, Topology
 from bittern.sinks import FileSink, SinkBolt
-
-
-def write_pid(config, context):
-    d = os.path.join(config["test.out"], "pids")
-    os.makedirs(d, exist_ok=True)
-    with open(os.path.join(d, f".{context.task_id}.tmp"), "w") as f:
-        f.write(str(os.getpid()))
-    os.replace(os.path.join(d, f".{context.task_id}.tmp"), os.path.join(d, f"{context.component}-{context.task_id}"))
+from testkit import KeyedCountBolt, write_pid
 
 
 class Numbers(Spout):
@@ -46,20 +39,9 @@ class Numbers(Spout):
         self.i += 1
 
 
-class Count(Bolt):
-    outputs = ["n", "key", "count"]
-
+class Count(KeyedCountBolt):
     def initialize(self, config, context):
         write_pid(config, context)
-
-    def init_state(self, state):
-        self.counts = state.keyed
-
-    def process(self, tup):
-        n, key = tup.values
-        c = self.counts.get(key, 0) + 1
-        self.counts.put(key, c)
-        self.emit([n, key, c])
 
 
 class Sink(SinkBolt):

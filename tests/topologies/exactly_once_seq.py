@@ -25,17 +25,9 @@ spout (replayable, 0..N-1, offset in State) -fields(key)-> count (par 2, keyed s
 import os
 import time
 
-from bittern import Bolt, Grouping, Spout, Topology
+from bittern import Grouping, Spout, Topology
 from bittern.sinks import FileSink, SinkBolt
-
-
-def write_pid(config, context):
-    d = os.path.join(config["test.out"], "pids")
-    os.makedirs(d, exist_ok=True)
-    tmp = os.path.join(d, f".{context.component}-{context.task_id}.tmp")
-    with open(tmp, "w") as f:
-        f.write(str(os.getpid()))
-    os.replace(tmp, os.path.join(d, f"{context.component}-{context.task_id}"))
+from testkit import KeyedCountBolt, write_pid
 
 
 class SeqSpout(Spout):
@@ -109,20 +101,9 @@ class SeqSpout(Spout):
         setattr(os, name, die)
 
 
-class CountBolt(Bolt):
-    outputs = ["n", "key", "count"]
-
+class CountBolt(KeyedCountBolt):
     def initialize(self, config, context):
         write_pid(config, context)
-
-    def init_state(self, state):
-        self.counts = state.keyed
-
-    def process(self, tup):
-        n, key = tup.values
-        c = self.counts.get(key, 0) + 1
-        self.counts.put(key, c)
-        self.emit([n, key, c])
 
 
 class SeqSink(SinkBolt):

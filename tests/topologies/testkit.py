@@ -6,6 +6,10 @@ directory is on the instances' sys.path).
   with an unbuffered write before the tuple is acked (it survives kill -9 of the sink).
 * ``RecordBolt`` appends every tuple it receives to ``<test.out>/<component>-<task>.jsonl``
   (flushed on close), then re-emits it unchanged on its default stream if it declares one.
+* ``KeyedCountBolt`` counts ``[n, key]`` per key in its keyed (checkpointed) state and
+  emits ``[n, key, count]``: the stateful bolt of the exactly-once tests.
+* ``write_pid`` records an instance's pid in ``<test.out>/pids/<component>-<task>``, for
+  tests that kill it.
 """
 import json
 import os
@@ -60,3 +64,25 @@ class LineSinkBolt(Bolt):
 
     def process(self, tup):
         os.write(self.fd, b"%d\n" % tup.values[0])
+
+
+class KeyedCountBolt(Bolt):
+    outputs = ["n", "key", "count"]
+
+    def init_state(self, state):
+        self.counts = state.keyed
+
+    def process(self, tup):
+        n, key = tup.values
+        c = self.counts.get(key, 0) + 1
+        self.counts.put(key, c)
+        self.emit([n, key, c])
+
+
+def write_pid(config, context):
+    d = os.path.join(config["test.out"], "pids")
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, f".{context.component}-{context.task_id}.tmp")
+    with open(tmp, "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(tmp, os.path.join(d, f"{context.component}-{context.task_id}"))

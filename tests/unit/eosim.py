@@ -13,7 +13,7 @@ from collections import deque
 
 import msgpack
 
-from bittern import Bolt, Grouping, Spout, Topology
+from bittern import Grouping, Spout, Topology
 from bittern import config as cfg
 from bittern import wire
 from bittern.checkpoint import CheckpointStore, task_layout
@@ -25,6 +25,7 @@ from bittern.wire import CTRL, DATA, Op, task_of
 from instance.bolt import BoltInstance
 from instance.spout import SpoutInstance
 from streammgr import checkpoints as ck
+from topologies.testkit import KeyedCountBolt
 
 
 class NumSpout(Spout):
@@ -55,19 +56,6 @@ class NumSpout(Spout):
         self.acked.append(tup_id)
 
 
-class Count(Bolt):
-    outputs = ["n", "key", "count"]
-
-    def init_state(self, state):
-        self.counts = state.keyed
-
-    def process(self, tup):
-        n, key = tup.values
-        c = self.counts.get(key, 0) + 1
-        self.counts.put(key, c)
-        self.emit([n, key, c])
-
-
 class Out(SinkBolt):
     def make_sink(self, config, context):
         return FileSink(config["test.out"], "out")
@@ -76,7 +64,7 @@ class Out(SinkBolt):
 def pipeline(count_par):
     class Pipeline(Topology):
         src = NumSpout.spec(par=2)
-        count = Count.spec(par=count_par, inputs={src: Grouping.fields("key")})
+        count = KeyedCountBolt.spec(par=count_par, inputs={src: Grouping.fields("key")})
         sink = Out.spec(par=1, inputs={count: Grouping.SHUFFLE})
     return Pipeline.build("eo")
 

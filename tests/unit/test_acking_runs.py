@@ -47,13 +47,19 @@ def holder_inst(sim, i=0):
     return sim.inst[sim.tasks("holder")[i]]
 
 
+def emit_one(sims, topo, children, batch=64, tup_id="a", value=1):
+    """A sim whose spout has sent one tree ``tup_id``; its split will emit ``children``."""
+    sim = sims(topo, **{"topology.producer.batch.size": batch})
+    sim.obj("split").children = children
+    sim.spout.obj.emit([value], tup_id=tup_id)
+    sim.spout.flush()
+    return sim
+
+
 def one_tree(sims, topo, children, batch=64):
     """One tree ``"a"`` whose split emits ``children`` tuples, settled: the holder holds
     them all. Returns ``(sim, holder instance)``."""
-    sim = sims(topo, **{"topology.producer.batch.size": batch})
-    sim.obj("split").children = children
-    sim.spout.obj.emit([1], tup_id="a")
-    sim.spout.flush()
+    sim = emit_one(sims, topo, children, batch)
     settle(sim)
     return sim, holder_inst(sim)
 
@@ -81,10 +87,7 @@ def test_children_of_one_input_travel_as_one_run_under_one_edge(sims):
 
 
 def test_a_run_does_not_outlive_its_batch(sims):
-    sim = sims(Chain, **{"topology.producer.batch.size": 4})
-    sim.obj("split").children = 10
-    sim.spout.obj.emit([7], tup_id="t")
-    sim.spout.flush()
+    sim = emit_one(sims, Chain, 10, batch=4, tup_id="t", value=7)
     sim.deliver(comp="split")
     frames = sim.pending("relay", DATA)
     lens = [len(SER.loads(f[2])[2]) for f in frames]
@@ -160,10 +163,7 @@ def test_acking_a_tuple_twice_acks_nothing_more(sims):
 
 
 def test_shuffled_children_make_a_run_per_destination(sims):
-    sim = sims(Fan, **{"topology.producer.batch.size": 64})
-    sim.obj("split").children = 20
-    sim.spout.obj.emit([1], tup_id="a")
-    sim.spout.flush()
+    sim = emit_one(sims, Fan, 20)
     sim.run(comp="split")
     frames = sim.pending("holder", DATA)
     assert len(frames) == 2
@@ -220,10 +220,7 @@ def test_an_ack_whose_child_runs_were_sent_goes_to_the_spout_or_the_last_open_ru
     """Batches of 4: with 4 children the run is sent before the ack (the ack goes to
     the spout); with 5 or 9 the ack rides on the last, unsent run. Either way the tree
     completes only with the last leaf ack."""
-    sim = sims(Sink, **{"topology.producer.batch.size": 4})
-    sim.obj("split").children = children
-    sim.spout.obj.emit([1], tup_id="t")
-    sim.spout.flush()
+    sim = emit_one(sims, Sink, children, batch=4, tup_id="t")
     sim.deliver(comp="split")
     assert len(sim.pending("src", ACK)) == (1 if children % 4 == 0 else 0)
     settle(sim)
