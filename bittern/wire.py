@@ -12,7 +12,8 @@ identity frame) is a one-byte kind:
   ``instance/emitter.py``). Under
   EFFECTIVELY_ONCE a batch has a fifth element, the sender's epoch, and a checkpoint
   barrier is a DATA frame whose batch is ``[src_task, BARRIER_STREAM, checkpoint id,
-  epoch]`` (see docs/EXACTLY_ONCE.md).
+  epoch]`` (see docs/EXACTLY_ONCE.md). A watermark is a DATA frame whose batch is
+  ``[src_task, WATERMARK_STREAM, ts]`` (+ epoch; see bittern/time/watermarks.py).
 * ``ACK``: like ``DATA``, to a spout task; the batch is ``[[root, xor, ...], [failed root, ...]]``.
 * ``CTRL``: ``[CTRL, msgpack map]`` with an ``op`` key (see :class:`Op`).
 
@@ -94,6 +95,10 @@ CKPT_TO_INSTANCES = frozenset({Op.CKPT_START, Op.CKPT_COMMIT, Op.RESTORE, Op.RES
 CKPT_TO_TMASTER = frozenset({Op.CKPT_SAVED, Op.RESTORED})
 #: The stream name of a checkpoint barrier in a DATA frame's batch.
 BARRIER_STREAM = "__barrier"
+#: The stream name of a watermark in a DATA frame's batch: ``[src_task, WATERMARK_STREAM,
+#: ts]`` (ts None: the source is idle), plus the epoch under EFFECTIVELY_ONCE. It travels
+#: in order with the data of its (source task, destination task) channel.
+WATERMARK_STREAM = "__watermark"
 
 
 _ctrl_packb = msgpack.Packer(use_bin_type=True).pack

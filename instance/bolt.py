@@ -8,12 +8,16 @@ import time
 from bittern.api.stream import DEFAULT_STREAM
 from bittern.api.tuple import Tuple, tick_tuple
 from bittern.errors import SchemaError
+from bittern.time.watermarks import watermark_components
+from bittern.wire import WATERMARK_STREAM
 
 from .acking import AckBuffer
 from .alignment import BUFFER, DELIVER, Abandoned, Aligned, BarrierAligner, Ignored
 from .emitter import upstream_tasks
 from .runtime import Crash, Instance
 from .stats import LatencyStat
+from .timekeeping import BoltClock, TimerHandle
+from .windowing import WindowRuntime
 
 log = logging.getLogger("bittern.instance")
 
@@ -37,6 +41,8 @@ class BoltInstance(Instance):
         # edges are acked with the last of its tuples (see Emitter).
         self._cur_run = None
         self._held = {}  # id(tuple) -> [tuple, acc, received, run]: tuples kept past process()
+        # Set while a windowed bolt's window fires: what its emits are anchored to.
+        self.window_anchors = None
         if self.eo:
             self.on_data = self.on_data_eo
             self.channels = upstream_tasks(plan, self.component)
@@ -61,6 +67,20 @@ class BoltInstance(Instance):
         else:
             obj.emit, obj.ack, obj.fail = self.emitter.emit, self.ack_untracked, self.fail_untracked
 
+    def make_clock(self, obj):
+        t = self.cdef.time
+        carries = watermark_components(self.plan.topology)
+        windowed = bool(t.get("window"))
+        if not (windowed or t.get("timers") or any(i.component in carries for i in self.cdef.inputs)):
+            return None
+        clock = BoltClock(self, extracts_timestamps=windowed and t["event_time"], lag=t.get("lag", 0.0))
+        obj.timers = TimerHandle(clock)
+        if windowed:
+            clock.windows = WindowRuntime(self, clock, obj)
+        if not self.eo:
+            self.on_data = self.on_data_timed
+        return clock
+
     def ack_untracked(self, tup):
         self.counters["__ack-count"] += 1
 
@@ -80,7 +100,7 @@ class BoltInstance(Instance):
                     tasks, xor = em.emit_rooted(values, stream, mid[0], direct_task, need_task_ids)
                     em.anchor_acc ^= xor
                     return tasks if need_task_ids else None
-            anchors = (cur,) if self.auto_anchor and cur is not None else ()
+            anchors = (cur,) if self.auto_anchor and cur is not None else (self.window_anchors or ())
         elif isinstance(anchors, Tuple):
             anchors = (anchors,)
         tracked = [a for a in anchors if a.id]
@@ -140,7 +160,18 @@ class BoltInstance(Instance):
 
     # -- data ---------------------------------------------------------------------------
     def on_data(self, payload):
-        src, stream, vals, runs = self._loads(payload)
+        self.on_batch(*self._loads(payload))
+
+    def on_data_timed(self, payload):
+        """``on_data`` of a bolt with a clock: watermarks come in band."""
+        b = self._loads(payload)
+        if len(b) == 3:
+            self.time.on_watermark(b[0], b[2])
+            return
+        self.on_batch(*b)
+        self.time.after_batch()
+
+    def on_batch(self, src, stream, vals, runs):
         comp = self.task_component[src]
         process = self.obj.process
         t0 = time.monotonic()
@@ -168,12 +199,12 @@ class BoltInstance(Instance):
             return
         src = b[0]
         al = self.aligner
-        if len(b) == 4:
+        if len(b) == 4 and b[1] != WATERMARK_STREAM:
             if al.aligning is None:
                 self._align_start = time.monotonic()
             self.on_barrier(al.on_barrier(src, b[2]))
             return
-        r = al.on_data(src, len(b[2]), b)
+        r = al.on_data(src, len(b[2]) if len(b) == 5 else 0, b)
         if r is DELIVER:
             self.process_batch(b)
         elif r is not BUFFER:  # Overflow: the checkpoint is given up, the data flows
@@ -203,12 +234,17 @@ class BoltInstance(Instance):
 
     def process_batch(self, b):
         src, stream, vals = b[0], b[1], b[2]
+        if len(b) == 4:  # a watermark (barriers never reach here)
+            self.time.on_watermark(src, vals)
+            return
         t0 = time.monotonic()
         self._process_plain(vals, self.task_component[src], stream, src, self.obj.process)
         n = len(vals)
         if n:
             self.execute_latency.add((time.monotonic() - t0) / n, n)
             self.counters["__execute-count"] += n
+        if self.time is not None:
+            self.time.after_batch()
 
     def _process_plain(self, vals, comp, stream, src, process):
         """Tuples with nothing to ack (at most once, and exactly once's batches)."""

@@ -12,7 +12,7 @@ import time
 
 from bittern.api.stream import DEFAULT_STREAM
 from bittern.errors import SchemaError
-from bittern.wire import BARRIER_STREAM, DATA, task_bytes
+from bittern.wire import BARRIER_STREAM, DATA, WATERMARK_STREAM, task_bytes
 
 from .acking import new_edge
 from .grouping import StreamRouter, make_chooser
@@ -272,6 +272,10 @@ class Emitter:
     def due(self, now, interval):
         return self.oldest is not None and now - self.oldest >= interval
 
+    def watermark_payload(self, w):
+        """A watermark batch (``w`` None: the source is idle); see bittern/wire.py."""
+        return self._dumps([self.task, WATERMARK_STREAM, w])
+
 
 class EpochEmitter(Emitter):
     """The emitter under EFFECTIVELY_ONCE: batches carry the epoch as a fifth element
@@ -283,6 +287,9 @@ class EpochEmitter(Emitter):
 
     def _frame(self, stream, buf):
         return [self.task, stream, buf[0], buf[1], self.epoch]
+
+    def watermark_payload(self, w):
+        return self._dumps([self.task, WATERMARK_STREAM, w, self.epoch])
 
     def drop(self):
         """Forget every unsent batch (a rollback: they belong to the old epoch)."""

@@ -77,12 +77,16 @@ def restore_state(store, checkpoint_id, layout, component, index, n, key_groups,
         need.update(range(len(old)))  # every old plain state matters
     elif index < len(old):
         need.add(index)
+    # the runtime's per-task state (watermarks, windows of a bolt that is not keyed) of
+    # old task j goes to new task j % n, which merges what it takes over
+    need.update(j for j in range(len(old)) if j % n == index)
     files = {j: store.load(checkpoint_id, old[j]) for j in sorted(need)}
     state = State(key_groups, mine)
     for j, data in files.items():
         state.merge(State.restore(data, key_groups=key_groups, groups=mine, plain=False))
-    plains = {j: dict(State.restore(data, key_groups=key_groups, groups=(), plain=True).items())
-              for j, data in files.items()}
+    olds = {j: State.restore(data, key_groups=key_groups, groups=(), plain=True) for j, data in files.items()}
+    plains = {j: dict(st.items()) for j, st in olds.items()}
+    state.system_merged = [dict(olds[j].system) for j in sorted(olds) if j % n == index and olds[j].system]
     how = f"{len(old)} -> {n} tasks, key groups {mine.start}..{mine.stop - 1} from old tasks " \
           f"{[old[j] for j in sorted(files)]}"
     if rescale is not None:

@@ -118,6 +118,7 @@ class Instance:
         self.counters = {"__execute-count": 0, "__ack-count": 0, "__fail-count": 0, "__error-count": 0}
         self.obj = None
         self.emitter = None
+        self.time = None  # instance.timekeeping: watermarks and timers, when the task has them
         self._parent = ParentWatch()
         self._zctx = zmq.Context()
         # Two connections to the stream manager: data and acks on ``sock``, control on
@@ -195,6 +196,9 @@ class Instance:
         obj.context, obj.config = ctx, self.conf
         obj.logger = logging.getLogger(f"{self.component}[{self.task}]")
         self.bind(obj)
+        self.time = self.make_clock(obj)
+        if self.time is not None:
+            self.add_timer(self.time.poll)
         attach = getattr(obj, "_runtime_attach", None)  # multilang components (instance/shell.py)
         if attach is not None:
             attach(self)  # (a multilang host logs its child's emits itself under topology.debug)
@@ -214,6 +218,10 @@ class Instance:
     def bind(self, obj):
         """Give the component its runtime methods (emit, ack, fail)."""
         raise NotImplementedError
+
+    def make_clock(self, obj):
+        """The task's event-time machinery (instance/timekeeping.py), or None."""
+        return None
 
     # -- control ------------------------------------------------------------------------
     def on_ctrl(self, msg):
@@ -280,6 +288,8 @@ class Instance:
             self.state = state
             if is_stateful(self.obj):
                 self.obj.init_state(state)
+            if self.time is not None:
+                self.time.load(state)
             if self.sink is not None:
                 self.sink.recover([] if checkpoint_id is None else [checkpoint_id], checkpoint_id)
                 if checkpoint_id is not None and layout is not None:
@@ -356,6 +366,8 @@ class Instance:
             pre_save = getattr(self.obj, "pre_save", None)
             if pre_save is not None:
                 pre_save(checkpoint_id)
+            if self.time is not None:
+                self.time.save(self.state)
             data = self.state.snapshot()
             size = len(data)
             self.store.save(checkpoint_id, self.task, data)
@@ -387,6 +399,8 @@ class Instance:
         if in_flight is not None:  # inputs a component took and has not finished (a multilang child's)
             m["__in-flight"] = in_flight()
         m.update(self.procstats.read())
+        if self.time is not None:
+            m.update(self.time.metrics())
         user = getattr(self.context, "user_metrics", None) if hasattr(self, "context") else None
         if user:
             vals = {}

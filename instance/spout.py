@@ -17,6 +17,7 @@ from bittern.wire import Op
 
 from .acking import ACKED, RootTracker, new_root
 from .runtime import Instance
+from .timekeeping import SpoutClock
 from .stats import LatencyStat
 
 log = logging.getLogger("bittern.instance")
@@ -72,6 +73,16 @@ class SpoutInstance(Instance):
         obj.emit = emit
         obj._runtime_done = self.on_done
 
+    def make_clock(self, obj):
+        et = getattr(obj, "event_time", None)
+        if not self.cdef.time.get("watermarks") or et is None:
+            return None
+        clock = SpoutClock(self, et)
+        obj.emit = clock.wrap(obj.emit)
+        obj._runtime_emit_watermark = clock.emit_watermark
+        obj._runtime_source_ended = clock.end
+        return clock
+
     def on_checkpoint_start(self, checkpoint_id):
         self.take_checkpoint(checkpoint_id)
 
@@ -80,6 +91,8 @@ class SpoutInstance(Instance):
         super().restore(checkpoint_id, epoch, layout)
 
     def on_done(self):
+        if self.time is not None:
+            self.time.end()
         if not self.exhausted:
             self.exhausted = True
             log.info("%s[task %d] is done: it emitted %d tuples and will emit no more",

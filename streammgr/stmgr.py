@@ -51,7 +51,7 @@ from bittern.procstats import ProcStats
 from bittern.wire import CTRL, ROUTED, Op
 
 from .backpressure import ANNOUNCE, SPOUTS, Backpressure
-from .lograte import Throttle
+from bittern.lograte import Throttle
 from .planfile import HANGUP, plan_keys
 from .reload import PlanReload
 from .routing import LOCAL, PEER, OutQueues, RoutingTable

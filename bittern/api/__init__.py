@@ -4,6 +4,10 @@ from .reliable import EXHAUSTED, ReliableSpout
 from .stream import DEFAULT_STREAM, Grouping, GroupingSpec, Stream
 from .topology import Topology, TopologyBuilder, TopologyDef
 from .tuple import Tuple
+from .windows import (AggregatingWindowBolt, Count, CountWindowBolt, Duration, EventTime, TupleWindow, Window,
+                      WindowedBolt)
 
 __all__ = ["EXHAUSTED", "Bolt", "ComponentSpec", "ReliableSpout", "Spout", "StreamRef", "DEFAULT_STREAM", "Grouping",
-           "GroupingSpec", "Stream", "Topology", "TopologyBuilder", "TopologyDef", "Tuple"]
+           "GroupingSpec", "Stream", "Topology", "TopologyBuilder", "TopologyDef", "Tuple",
+           "AggregatingWindowBolt", "Count", "CountWindowBolt", "Duration", "EventTime", "TupleWindow", "Window",
+           "WindowedBolt"]

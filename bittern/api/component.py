@@ -132,6 +132,16 @@ class Spout(Component):
             raise RuntimeError("done() can only be called inside a running topology")
         hook()
 
+    def emit_watermark(self, ts):
+        """Promise that no tuple stamped below ``ts`` (seconds) follows from this task
+        (a spout declaring ``event_time = EventTime.manual()``). A watermark never moves
+        backwards: a lower one than already sent is ignored."""
+        hook = getattr(self, "_runtime_emit_watermark", None)
+        if hook is None:
+            raise RuntimeError(f"{type(self).__qualname__}.emit_watermark: declare event_time = EventTime.manual() "
+                               f"(bittern.EventTime) on the spout, inside a running topology")
+        hook(ts)
+
     @classmethod
     def spec(cls, name=None, par=1, config=None):
         """Place this spout in a class-style topology."""

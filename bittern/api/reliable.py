@@ -76,6 +76,9 @@ class ReliableSpout(Spout):
             return
         if item is EXHAUSTED:
             self._rs_exhausted = True
+            ended = getattr(self, "_runtime_source_ended", None)
+            if ended is not None:  # event time: the watermark goes to +inf (replays are late)
+                ended()
             if not pending:
                 self.done()
             return

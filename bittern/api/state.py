@@ -321,6 +321,13 @@ class State:
         self.key_groups = key_groups
         self._plain = {}
         self.keyed = KeyedState(key_groups, owned_groups)
+        # The runtime's own state, beside the user's and invisible to it: watermarks and
+        # sources' clocks (``system``, per task), timers and windows (``system_keyed``,
+        # per key group, moving with the groups on a rescale). ``system_merged``: after a
+        # rescale, the ``system`` stores of the old tasks this task takes over.
+        self.system = {}
+        self.system_keyed = KeyedState(key_groups, None)
+        self.system_merged = []
 
     @classmethod
     def for_task(cls, task_index, n_tasks, key_groups=DEFAULT_KEY_GROUPS):
@@ -359,9 +366,13 @@ class State:
     def _doc(self, plain=True, groups=None):
         kg = self.keyed._groups
         sel = sorted(kg) if groups is None else sorted(g for g in groups if g in kg)
+        sk = self.system_keyed._groups
+        ssel = sorted(sk) if groups is None else sorted(g for g in groups if g in sk)
         return {"format": _FORMAT, "version": FORMAT_VERSION, "key_groups": self.key_groups.n_groups,
                 "plain": [[k, v] for k, v in self._plain.items()] if plain else [],
-                "keyed": [[g, [[k, v] for k, v in kg[g].items()]] for g in sel]}
+                "keyed": [[g, [[k, v] for k, v in kg[g].items()]] for g in sel],
+                "system": [[k, v] for k, v in self.system.items()] if plain else [],
+                "system_keyed": [[g, [[k, v] for k, v in sk[g].items()]] for g in ssel]}
 
     def snapshot(self):
         """The whole state as bytes (msgpack, versioned). Raises :class:`StateTypeError`
@@ -390,6 +401,9 @@ class State:
 
         for k, v in self._plain.items():
             check("plain", k, v)
+        for g, d in sorted(self.system_keyed._groups.items()):
+            for k, v in d.items():
+                check(f"windows and timers (group {g}) of", k, v)
         for g, d in sorted(self.keyed._groups.items()):
             for k, v in d.items():
                 check(f"keyed (group {g})", k, v)
@@ -425,12 +439,15 @@ class State:
         if plain:
             for k, v in doc["plain"]:
                 st._plain[k] = v
+            for k, v in doc.get("system", ()):
+                st.system[k] = v
         want = None if groups is None else set(groups)
-        for g, pairs in doc["keyed"]:
-            if want is not None and g not in want:
-                continue
-            if pairs:
-                st.keyed._groups[g] = {k: v for k, v in pairs}
+        for store, entries in ((st.keyed, doc["keyed"]), (st.system_keyed, doc.get("system_keyed", ()))):
+            for g, pairs in entries:
+                if want is not None and g not in want:
+                    continue
+                if pairs:
+                    store._groups[g] = {k: v for k, v in pairs}
         return st
 
     def split_by_groups(self):
@@ -462,6 +479,10 @@ class State:
             self._plain.update(other._plain)
             for g, d in other.keyed._groups.items():
                 self.keyed._groups[g] = dict(d)
+            for g, d in other.system_keyed._groups.items():
+                self.system_keyed._groups.setdefault(g, {}).update(d)
+            if other.system:
+                self.system_merged.append(dict(other.system))
         return self
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from ..errors import TopologyError
 from .component import Bolt, ComponentSpec, Spout, StreamRef, declared_streams
 from .stream import DEFAULT_STREAM, Grouping, GroupingSpec
+from .timedecl import check_time, time_decl
 
 SYSTEM_PREFIX = "__"
 
@@ -42,16 +43,24 @@ class ComponentDef:
     outputs: dict  # stream -> {"fields": [...], "direct": bool}
     inputs: list = field(default_factory=list)  # [InputDef]
     config: dict = field(default_factory=dict)
+    # Event time (bittern/api/windows.py): a spout's {"watermarks": True, ...}; a windowed
+    # bolt's {"window": ..., "event_time": bool, "timestamp_field", "lag", "lateness",
+    # "late_stream"}; {"timers": True} for a bolt with on_timer. Empty: processing time.
+    time: dict = field(default_factory=dict)
 
     def to_dict(self):
-        return {"name": self.name, "kind": self.kind, "class": self.class_path, "par": self.par,
-                "outputs": self.outputs, "inputs": [i.to_dict() for i in self.inputs],
-                "config": self.config}
+        d = {"name": self.name, "kind": self.kind, "class": self.class_path, "par": self.par,
+             "outputs": self.outputs, "inputs": [i.to_dict() for i in self.inputs],
+             "config": self.config}
+        if self.time:
+            d["time"] = self.time
+        return d
 
     @staticmethod
     def from_dict(d):
         return ComponentDef(d["name"], d["kind"], d["class"], d["par"], d["outputs"],
-                            [InputDef.from_dict(i) for i in d["inputs"]], d.get("config", {}))
+                            [InputDef.from_dict(i) for i in d["inputs"]], d.get("config", {}),
+                            d.get("time", {}))
 
 
 @dataclass
@@ -214,6 +223,8 @@ def _build(name, specs, config, where):
         comps[spec.name].inputs = _inputs(spec, comps, by_spec)
     if not any(c.kind == "spout" for c in comps.values()):
         raise TopologyError(f"{where} has no spout")
+    for c in comps.values():
+        check_time(c, comps)
     return TopologyDef(name, comps, config)
 
 
@@ -242,8 +253,9 @@ def _component_def(spec):
             raise TopologyError(f"component {cname!r}: optional_outputs: {e}") from None
     if not isinstance(spec.config, dict):
         raise TopologyError(f"component {cname!r}: config must be a dict")
+    time = time_decl(cls, spec.kind, cname, streams)
     return ComponentDef(cname, spec.kind, class_path(cls), par,
-                        {s: st.to_dict() for s, st in streams.items()}, [], dict(spec.config))
+                        {s: st.to_dict() for s, st in streams.items()}, [], dict(spec.config), time)
 
 
 def _input_source(key, comps, by_spec, cname):

@@ -7,6 +7,7 @@ import sys
 import time
 
 from .. import config as cfg
+from ..api.timedecl import check_timeouts
 from ..errors import BitternError, ConfigError, StateError
 from ..loader import load_class, load_topology
 from ..packing import round_robin
@@ -28,6 +29,7 @@ def prepare(path, name=None, overrides=(), warn=print):
         warn(f"warning: {w}")
     conf = cfg.check_merged(cfg.merge(topo_conf, cli_conf), f"topology {tdef.name!r}")
     cap_parallelism(tdef, conf["topology.max.task.parallelism"], warn)
+    check_timeouts(tdef, conf, lambda c: dict(conf, **tdef.components[c].config))
     preflight(tdef, conf)
     return tdef, conf
 

@@ -1,4 +1,5 @@
-"""Rate-limited logging for traffic the stream manager drops or refuses."""
+"""Rate-limited logging: traffic a stream manager drops or refuses, tuples a windowed
+bolt cannot place."""
 from __future__ import annotations
 
 import time
