@@ -18,6 +18,11 @@ Endpoints (every answer is JSON except ``/metrics``; README.md has the shapes)::
     GET /api/v1/topologies/{name}/errors?component=...&limit=N
     GET /metrics?window=...                   (Prometheus text format)
 
+JSON has no infinities: a watermark (``input_watermark``, ``output_watermark``) is
+epoch seconds, null before the first one, or the string ``"inf"`` once its stream has
+ended; any other non-finite number is null (:func:`finite`). In ``/metrics`` a
+finished stream's watermark is ``+Inf``, and a watermark not there yet is no sample.
+
 Errors are ``{"error": "..."}`` naming the thing: 400 for a bad query parameter,
 404 for an unknown topology, component or path, 405 for a method other than GET,
 503 when a topology exists but does not answer (still starting, or dead), 500
@@ -38,6 +43,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from . import __version__
 from .cli.common import NAME_RE
 from .errors import BitternError
+from .metrics_fmt import WATERMARK_KEYS, as_watermark, json_safe
 from .monitor import TopologyGone
 
 try:  # optional: pip install bittern[metrics]
@@ -139,14 +145,11 @@ def check_limit(query):
 
 
 def finite(obj):
-    """``obj`` with non-finite floats replaced by None (JSON has no inf/nan)."""
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
+    """``obj`` as JSON can hold it (JSON has no inf/nan): a watermark at ``+inf`` (the
+    end of a bounded stream) becomes the string ``"inf"``, apart from null (no
+    watermark yet); every other non-finite float becomes null
+    (:func:`bittern.metrics_fmt.json_safe`)."""
+    return json_safe(obj)
 
 
 def dump_json(obj):
@@ -190,6 +193,24 @@ TASK_METRICS = [
     ("rss_bytes", "bittern_process_rss_bytes", "Resident memory of the task's process (bytes)", "gauge", 1),
     ("threads", "bittern_process_threads", "Threads of the task's process", "gauge", 1),
 ]
+# event time (DESIGN.md §5b): gauges left out while a task has none (no watermark is
+# not 1970) and kept at +Inf once a bounded stream ended; counters like the others
+EVENT_TIME_METRICS = [
+    ("input_watermark", "bittern_input_watermark_seconds",
+     "Input watermark of the task: the minimum over its input channels (epoch seconds)", "gauge", 1),
+    ("output_watermark", "bittern_output_watermark_seconds",
+     "Watermark the task last sent downstream (epoch seconds)", "gauge", 1),
+    ("watermark_lag_secs", "bittern_watermark_lag_seconds",
+     "Wall clock minus the input watermark (bolts) or the output watermark (spouts), seconds",
+     "gauge", 1),
+    ("open_windows", "bittern_open_windows", "Windows held open by a windowed bolt", "gauge", 1),
+    ("late", "bittern_tuples_late", "Late tuples within the allowed lateness that updated a fired window "
+     "(__late-count)", "counter", 1),
+    ("too_late", "bittern_tuples_too_late", "Tuples later than the allowed lateness, sent to the late "
+     "stream or counted (__too-late-count)", "counter", 1),
+    ("bad_timestamps", "bittern_tuples_bad_timestamp", "Tuples whose timestamp is not a number "
+     "(__bad-timestamp-count)", "counter", 1),
+]
 TASK_LABELS = ["topology", "component", "task", "container"]
 STMGR_METRICS = [
     ("queued_bytes", "bittern_stmgr_queued_bytes", "Bytes queued in the stream manager", "gauge", 1),
@@ -215,6 +236,16 @@ def _num(v):
     return None
 
 
+def _event_num(key, v):
+    """An event-time value as a sample: infinities kept (+Inf is a legal sample: the
+    end of a stream), JSON's ``"inf"`` read back, None (no sample) when absent."""
+    if key in WATERMARK_KEYS:
+        return as_watermark(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
+        return None
+    return float(v)
+
+
 def metric_families(rows, docs, window=DEFAULT_WINDOW):
     """Prometheus metric families from ``rows`` (``source.topologies()``) and
     ``docs`` (topology name -> its metrics document, or None when it did not
@@ -238,6 +269,10 @@ def metric_families(rows, docs, window=DEFAULT_WINDOW):
         cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
         task_fams.append((key, scale, cls(name, f"{doc}; window {window}" if kind == "gauge" else doc,
                                           labels=TASK_LABELS)))
+    event_fams = []
+    for key, name, doc, kind, scale in EVENT_TIME_METRICS:  # points in time: no window
+        cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+        event_fams.append((key, scale, cls(name, doc, labels=TASK_LABELS)))
     user = GaugeMetricFamily("bittern_user_metric", "Metrics registered by components "
                              "(context.register_metric), value of the last interval",
                              labels=TASK_LABELS + ["metric", "key"])
@@ -271,6 +306,10 @@ def metric_families(rows, docs, window=DEFAULT_WINDOW):
                 v = _num(view.get(key))
                 if v is not None:
                     fam.add_metric(labels, v * scale)
+            for key, scale, fam in event_fams:
+                v = _event_num(key, view.get(key))
+                if v is not None:
+                    fam.add_metric(labels, v * scale)
             for metric, val in sorted((view.get("user") or {}).items()):
                 if isinstance(val, dict):
                     for k, x in sorted(val.items(), key=lambda kv: str(kv[0])):
@@ -283,7 +322,7 @@ def metric_families(rows, docs, window=DEFAULT_WINDOW):
                 v = _num(s.get(key))
                 if v is not None:
                     fam.add_metric([name, str(c)], v * scale)
-    fams += [f for _, _, f in task_fams] + [user] + [f for _, _, f in stmgr_fams] + [tm_cpu, tm_rss]
+    fams += [f for _, _, f in task_fams + event_fams] + [user] + [f for _, _, f in stmgr_fams] + [tm_cpu, tm_rss]
     return fams
 
 

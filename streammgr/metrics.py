@@ -7,9 +7,20 @@ folds the last values of the previous incarnation into a per-task base: totals
 never go backwards. Each update is also kept in a bounded per-task history, from
 which rates and latencies over a window (last interval, 1 min, 10 min, since
 start) are derived.
+
+Event time (DESIGN.md §5b) adds gauges that are not amounts: a watermark is a point
+in time (epoch seconds), so a task without one reports it absent or None, and the
+views keep None: a 0 would read as 1970, and summing or averaging timestamps means
+nothing. A component's watermark is the *minimum* over its tasks that have one (how
+far all of it has got, as a downstream task would see it), its lag the *maximum*
+(its slowest task). ``inf`` (a bounded source finished: the end of time) survives
+the views. ``-inf`` as a watermark (not started yet, as instances hold it inside)
+becomes None; as a lag (now − the end of time) it becomes 0: a task past the end of
+its input is behind by nothing.
 """
 from __future__ import annotations
 
+import math
 from collections import deque
 
 WINDOWS = {"interval": 0.0, "1m": 60.0, "10m": 600.0, "all": float("inf")}
@@ -27,10 +38,35 @@ LATENCIES = {"__execute-latency": "execute_latency", "__process-latency": "proce
              "__complete-latency": "complete_latency"}
 GAUGES = {"__pending": "pending", "__cpu-percent": "cpu_percent", "__rss-bytes": "rss_bytes",
           "__threads": "threads", "__exhausted": "exhausted", "__in-flight": "in_flight"}
+# event time: counters (0 when never reported, like the totals above) and their rates
+EVENT_TOTALS = {"__late-count": "late", "__too-late-count": "too_late",
+                "__bad-timestamp-count": "bad_timestamps", "__windows-fired-count": "windows_fired",
+                "__timers-fired-count": "timers_fired"}
+EVENT_RATES = {"__late-count": "late_rate", "__too-late-count": "too_late_rate"}
+# event time: gauges that stay None when absent, and how a component folds its tasks' values
+WATERMARKS = {"__input-watermark": "input_watermark", "__output-watermark": "output_watermark"}
+EVENT_GAUGES = {**WATERMARKS, "__watermark-lag": "watermark_lag_secs", "__open-windows": "open_windows"}
+EVENT_FOLD = {"input_watermark": min, "output_watermark": min, "watermark_lag_secs": max,
+              "open_windows": lambda a, b: a + b}
 
 
 def is_counter(name):
     return name.endswith(("-count", "-ms"))
+
+
+def event_gauge(name, v):
+    """The value of event-time gauge ``name`` (a view key) as a view holds it: a float,
+    ``inf``, or None for absent, not a number, NaN, or a watermark at ``-inf``."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
+        return None
+    if v == -math.inf:
+        return 0.0 if name == "watermark_lag_secs" else None
+    return v if isinstance(v, int) else float(v)
+
+
+def _fold(fold, a, b):
+    """``fold(a, b)`` where None means "this task has none" (not zero)."""
+    return b if a is None else a if b is None else fold(a, b)
 
 
 class MetricsStore:
@@ -86,7 +122,10 @@ class MetricsStore:
             c = comps.setdefault(self.task_component[task], {"tasks": 0})
             c["tasks"] += 1
             for k, v in m.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                if k in EVENT_GAUGES:  # points in time fold as in component_views, never summed
+                    name = EVENT_GAUGES[k]
+                    c[k] = _fold(EVENT_FOLD[name], c.get(k), event_gauge(name, v))
+                elif isinstance(v, (int, float)) and not isinstance(v, bool):
                     c[k] = c.get(k, 0) + v
         return comps
 
@@ -120,6 +159,10 @@ class MetricsStore:
             view[name] = cur.get(k, 0)
         for k, name in GAUGES.items():
             view[name] = cur.get(k, 0)
+        for k, name in EVENT_TOTALS.items():
+            view[name] = cur.get(k, 0)
+        for k, name in EVENT_GAUGES.items():
+            view[name] = event_gauge(name, cur.get(k))
         pair = self._pair(task, secs, now)
         span = (pair[1][0] - pair[0][0]) if pair else 0.0
         delta = {}
@@ -128,7 +171,7 @@ class MetricsStore:
             for k in set(new) | set(old):
                 if is_counter(k):
                     delta[k] = max(0, new.get(k, 0) - old.get(k, 0))
-        for k, name in RATES.items():
+        for k, name in list(RATES.items()) + list(EVENT_RATES.items()):
             view[name] = delta.get(k, 0) / span if span > 0 else 0.0
         for prefix, name in LATENCIES.items():
             n = delta.get(prefix + "-count", 0)
@@ -147,16 +190,21 @@ class MetricsStore:
 
     def component_views(self, task_views):
         """Aggregate task views per component: sums for counts and rates, weighted
-        means for latencies, the maximum for capacity and p99, sums for CPU and RSS."""
+        means for latencies, the maximum for capacity and p99, sums for CPU and RSS;
+        for event time, the minimum watermark and the maximum lag over the tasks that
+        have one, the sum of open windows (each None when no task has one)."""
         comps = {}
         for task, v in sorted(task_views.items()):
             c = comps.get(v["component"])
             if c is None:
-                c = comps[v["component"]] = {"tasks": 0, "user": {}}
+                c = comps[v["component"]] = {"tasks": 0, "user": {}, **dict.fromkeys(EVENT_FOLD)}
             c["tasks"] += 1
             for name in list(TOTALS.values()) + list(RATES.values()) + \
-                    ["pending", "cpu_percent", "rss_bytes", "threads", "exhausted"]:
+                    ["pending", "cpu_percent", "rss_bytes", "threads", "exhausted"] + \
+                    list(EVENT_TOTALS.values()) + list(EVENT_RATES.values()):
                 c[name] = c.get(name, 0) + v.get(name, 0)
+            for name, fold in EVENT_FOLD.items():
+                c[name] = _fold(fold, c[name], event_gauge(name, v.get(name)))
             for name in LATENCIES.values():
                 n = v[name + "_count"]
                 c[name + "_count"] = c.get(name + "_count", 0) + n

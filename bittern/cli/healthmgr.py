@@ -10,7 +10,7 @@ import json
 
 from ..monitor import LocalSource, RemoteSource
 from ..errors import BitternError
-from streammgr.health.manager import describe
+from ..health_fmt import describe
 
 
 def add_parser(sub):

@@ -5,7 +5,7 @@ import json
 import time
 
 from ..monitor import LocalSource, RemoteSource
-from ..metrics_fmt import human_bytes, rate
+from ..metrics_fmt import has_event_time, human_bytes, json_safe, lag, rate, view_watermark, watermark
 
 
 def add_parsers(sub):
@@ -36,14 +36,25 @@ def show_metrics(args, src):
         doc = src.metrics(args.name, args.window)
     finally:
         src.close()
-    if args.json:
-        print(json.dumps(doc, indent=1, sort_keys=True))
+    if args.json:  # strict JSON, by the HTTP API's convention (a finished watermark is "inf")
+        print(json.dumps(json_safe(doc), indent=1, sort_keys=True, allow_nan=False))
         return 0
-    print(f"topology {doc['topology']}: {doc['phase']}{'' if doc['active'] else ' (PAUSED)'}, "
-          f"{doc['reliability']}, {doc['containers']} container(s), up {doc['uptime_secs']:.0f}s, "
-          f"backpressure {'ON' if doc['backpressure'] else 'off'}; window {doc['window']}")
+    print(format_metrics(doc))
+    return 0
+
+
+def format_metrics(doc):
+    """The snapshot as text: a header line, then one row per component (pure, for tests)."""
+    lines = [f"topology {doc['topology']}: {doc['phase']}{'' if doc['active'] else ' (PAUSED)'}, "
+             f"{doc['reliability']}, {doc['containers']} container(s), up {doc['uptime_secs']:.0f}s, "
+             f"backpressure {'ON' if doc['backpressure'] else 'off'}; window {doc['window']}"]
     cols = ["component", "tasks", "emitted", "executed", "acked", "failed", "emit/s", "exec/s",
             "exec ms", "complete ms", "capacity", "bp %", "cpu %", "rss"]
+    # event time only when some component has it: its watermark (a bolt's input, a
+    # spout's output), its slowest task's lag, and its late tuples
+    event_time = any(has_event_time(c) for c in doc["components"].values())
+    if event_time:
+        cols += ["watermark", "lag s", "late", "too late"]
     rows = []
     for name, c in doc["components"].items():
         rows.append([name, c["tasks"], c["emitted"], c["executed"], c["acked"], c["failed"],
@@ -51,12 +62,15 @@ def show_metrics(args, src):
                      f"{c['complete_latency_ms']:.1f}" if c["kind"] == "spout" else "-",
                      f"{c['capacity']:.2f}", f"{100 * c['backpressure_fraction']:.0f}",
                      f"{c['cpu_percent']:.0f}", human_bytes(c["rss_bytes"])])
+        if event_time:
+            rows[-1] += [watermark(view_watermark(c)), lag(c.get("watermark_lag_secs")),
+                         c.get("late") or 0, c.get("too_late") or 0]
     widths = [max(len(str(x)) for x in [col] + [r[i] for r in rows]) for i, col in enumerate(cols)]
-    print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cols, widths))))
+    lines.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cols, widths))))
     for r in rows:
-        print("  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w)
-                        for i, (x, w) in enumerate(zip(r, widths))))
-    return 0
+        lines.append("  ".join(str(x).ljust(w) if i == 0 else str(x).rjust(w)
+                               for i, (x, w) in enumerate(zip(r, widths))))
+    return "\n".join(lines)
 
 
 def errors_main(args, state, home):

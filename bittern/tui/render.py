@@ -13,7 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..cli.common import fmt_duration
-from ..metrics_fmt import human_bytes, rate
+from ..health_fmt import describe
+from ..metrics_fmt import has_event_time, human_bytes, lag, rate, view_watermark, watermark
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 STATE_STYLES = {"RUNNING": "bold green", "PAUSED": "bold yellow", "STARTING": "bold cyan",
@@ -199,6 +200,35 @@ def components_table(doc, cursor=None):
     return t
 
 
+def event_time(doc):
+    """Event time of the components that have it (None when none has): how far each
+    has got (a bolt's input watermark, a spout's output), its slowest task's lag, and
+    the tuples that came late; numbered as in the component table."""
+    comps = doc.get("components") or {}
+    rows = [(i, name) for i, name in enumerate(component_order(doc)) if has_event_time(comps[name])]
+    if not rows:
+        return None
+    t = _table(["#", "<component", "watermark", "lag s", "late", "too late", "late/s", "bad ts",
+                "win open", "win fired"], drop=["late/s", "bad ts", "win fired", "win open"])
+    for i, name in rows:
+        c = comps[name]
+        t.add_row(f" {i + 1}", name, watermark(view_watermark(c)), lag(c.get("watermark_lag_secs")),
+                  str(c.get("late") or 0), _unplaced(c.get("too_late")), num(c.get("late_rate")),
+                  _unplaced(c.get("bad_timestamps")), _opt(c.get("open_windows")),
+                  str(c.get("windows_fired") or 0))
+    return Group(Text(""), Text("event time", style="bold"), t)
+
+
+def _unplaced(n):
+    """A count of tuples event time could not place (too late, a bad timestamp): red
+    when not zero, since they left every window."""
+    return Text(str(n or 0), style="red" if n else "")
+
+
+def _opt(v):
+    return "-" if v is None else str(v)
+
+
 def stmgrs_table(doc):
     t = _table(["<process", "pid", "<backpressure", "bp time", "queued", "dropped", "cpu %", "rss"],
                drop=["dropped", "bp time", "queued"])
@@ -241,12 +271,14 @@ def tasks_table(doc, component):
     else:
         cols = ["task", "ctr", "pid", "emit/s", "exec/s", "ack/s", "fail/s", "exec ms", "p99 ms",
                 "capacity", "bp", "bp time", "cpu %", "rss"]
-    t = _table(cols, drop=["bp time", "ctr", "fail/s", "rss", "cpu %", "p99 ms", "ack/s", "pending"])
-    tasks = doc.get("tasks") or {}
+    tasks = {tid: v for tid, v in (doc.get("tasks") or {}).items() if v.get("component") == component}
+    et = any(has_event_time(v) for v in tasks.values())
+    if et:  # how far each task has got, how far behind the wall clock, what it could not place
+        cols += ["watermark", "lag s", "bad ts" if spout else "late"]
+    t = _table(cols, drop=["bp time", "ctr", "bad ts", "late", "fail/s", "rss", "cpu %", "p99 ms", "ack/s",
+                           "pending", "watermark"])
     for tid in sorted(tasks, key=int):
         v = tasks[tid]
-        if v.get("component") != component:
-            continue
         row = [str(tid), str(v.get("container", "-")), str(v.get("pid") or "-"), num(v.get("emit_rate"))]
         if spout:
             n = v.get("complete_latency_count")
@@ -259,6 +291,9 @@ def tasks_table(doc, component):
                     _capacity(v.get("capacity") or 0.0)]
         row += [_bp(v.get("backpressure_fraction")), f"{(v.get('backpressure_ms') or 0) / 1000:.1f}s",
                 f"{v.get('cpu_percent') or 0:.0f}", human_bytes(v.get("rss_bytes"))]
+        if et:
+            row += [watermark(view_watermark(v, "spout" if spout else "bolt")), lag(v.get("watermark_lag_secs")),
+                    _unplaced(v.get("bad_timestamps")) if spout else str(v.get("late") or 0)]
         t.add_row(*row)
     return t
 
@@ -283,7 +318,31 @@ def component_summary(name, c):
         lat.append_text(_capacity(c.get("capacity") or 0.0))
     lat.append(f"   backpressure {pct(c.get('backpressure_fraction'))} of the window, "
                f"{(c.get('backpressure_ms') or 0) / 1000:.1f}s in all")
-    return Group(top, lat)
+    if not has_event_time(c):
+        return Group(top, lat)
+    return Group(top, lat, event_time_summary(c))
+
+
+def event_time_summary(c):
+    """Two lines of a component's event time: its watermarks (the minimum over its
+    tasks) and lag (the maximum); then its windows, timers and the tuples event time
+    could not place."""
+    marks = Text("event time: watermark ")
+    if c.get("kind") != "spout":
+        marks.append(f"input {watermark(c.get('input_watermark'))}  ")
+    marks.append(f"output {watermark(c.get('output_watermark'))}   lag {lag(c.get('watermark_lag_secs'))}s")
+    counts = Text()
+    if c.get("open_windows") is not None or c.get("windows_fired"):
+        counts.append(f"windows open {_opt(c.get('open_windows'))}, fired {c.get('windows_fired') or 0}   ")
+    if c.get("timers_fired"):
+        counts.append(f"timers fired {c.get('timers_fired')}   ")
+    if c.get("kind") != "spout":
+        counts.append(f"late {c.get('late') or 0}  too late ")
+        counts.append_text(_unplaced(c.get("too_late")))
+        counts.append("  ")
+    counts.append("bad timestamps ")
+    counts.append_text(_unplaced(c.get("bad_timestamps")))
+    return Group(marks, counts)
 
 
 HEALTH_DECISIONS = 4  # the last decisions of the health manager shown under the stream managers
@@ -296,8 +355,6 @@ def health(doc, limit=HEALTH_DECISIONS):
     hm = doc.get("healthmgr")
     if not isinstance(hm, dict):
         return None
-    from streammgr.health.manager import describe
-
     title = Text("health manager", style="bold")
     if hm.get("in_flight") is not None:
         title.append(f"  carrying out #{hm['in_flight']}", "cyan")
@@ -328,8 +385,11 @@ def render(doc, selected=None, cursor=0, warning=None, can_back=False, live=True
         selected = None
     parts = [header(doc, warning)]
     if selected is None:
-        parts += [components_table(doc, cursor if order and live else None), throughput(doc), Text(""),
-                  stmgrs_table(doc)]
+        parts.append(components_table(doc, cursor if order and live else None))
+        et = event_time(doc)
+        if et is not None:
+            parts.append(et)
+        parts += [throughput(doc), Text(""), stmgrs_table(doc)]
         hm = health(doc)
         if hm is not None:
             parts.append(hm)

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import itertools
 import logging
-import time
 from collections import deque
 from dataclasses import dataclass, field
+
+from bittern.health_fmt import describe  # re-exported; it lives on the ground floor for the CLI
 
 from .detectors import detect
 from .diagnosers import diagnose
@@ -230,30 +231,6 @@ class HealthManager:
             "last_round": self.last_round, "missing": self.last.missing if self.last else {},
             "low_utilization_rounds": dict(self.low_windows),
             "decisions": len(self.log)})
-
-
-def describe(entry):
-    """One line of a decision-log entry (a dict of :meth:`HealthManager.decisions`), as
-    ``bittern healthmgr NAME`` and ``bittern top`` print it."""
-    d, a = entry.get("diagnosis") or {}, entry.get("action") or {}
-    where = d.get("component") or "?"
-    if d.get("task") is not None:
-        where += f" task {d['task']}"
-    if a.get("kind") == "scale":
-        what = f"scale {a.get('component')} {a.get('parallelism_from')} -> {a.get('parallelism_to')}"
-    elif a.get("kind") == "restart":
-        what = f"restart task {a.get('task')}"
-    else:
-        what = a.get("kind") or "-"
-    symptoms = ",".join(sorted({s.get("kind", "?") for s in entry.get("symptoms") or ()})) or "-"
-    if entry.get("at"):  # the wall-clock time (the topology master adds it)
-        when = time.strftime("%H:%M:%S ", time.localtime(entry["at"]))
-    else:
-        when = "" if entry.get("time") is None else f"{entry['time']:8.0f}s "
-    if entry.get("id") is not None:
-        when += f"#{entry['id']} "
-    return (f"{when}{d.get('kind', '?')} {where}: {what} [{entry.get('outcome')}] "
-            f"symptoms {symptoms}; {a.get('reason', '')}").rstrip("; ")
 
 
 __all__ = ["Decision", "HealthManager", "Pending", "describe"]
