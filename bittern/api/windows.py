@@ -248,11 +248,23 @@ class TupleWindow:
         self.tuples, self.new, self.expired = tuples, new, expired
         self.start, self.end, self.key, self.late = start, end, key, late
 
+    # Storm's TupleWindow methods
     def get(self):
         return self.tuples
 
-    getNew = get_new = property(lambda self: self.new)  # noqa: E731 - Storm's names
-    getExpired = get_expired = property(lambda self: self.expired)
+    def getNew(self):  # noqa: N802 - Storm's name
+        return self.new
+
+    def getExpired(self):  # noqa: N802
+        return self.expired
+
+    def getStartTimestamp(self):  # noqa: N802
+        return self.start
+
+    def getEndTimestamp(self):  # noqa: N802
+        return self.end
+
+    get_new, get_expired = getNew, getExpired
 
     def __len__(self):
         return len(self.tuples)
