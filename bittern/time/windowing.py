@@ -321,7 +321,14 @@ class WindowOperator:
         if doc.get("w"):
             wins = self.windows.setdefault(key, {})
             for wid, start, end, content, new, fired in doc["w"]:
-                w = Win(start, end, content if self.agg is not None else [decode(t) for t in content], False)
+                content = content if self.agg is not None else [decode(t) for t in content]
+                have = wins.get(wid)
+                if have is not None:  # the same window of another old task (a bolt not keyed, rescaled)
+                    have.content = self.agg.merge(have.content, content) if self.agg is not None \
+                        else have.content + content
+                    have.fired = have.fired and fired
+                    continue
+                w = Win(start, end, content, False)
                 w.new, w.fired = new, fired
                 wins[wid] = w
 
