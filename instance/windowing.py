@@ -14,6 +14,7 @@ EFFECTIVELY_ONCE the windows are saved with the task's checkpoint (``snapshot_ke
 """
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 
@@ -24,6 +25,22 @@ from bittern.time.windowing import TOO_LATE, WindowOperator
 
 log = logging.getLogger("bittern.instance")
 _new_tuple = tuple.__new__
+
+
+def timestamp_fn(obj):
+    """The bolt's ``timestamp_fn`` as a function of the values: a method
+    (``def timestamp_fn(self, values)``), a ``staticmethod``, or a plain function or
+    lambda assigned in the class body (``timestamp_fn = lambda values: values[2] / 1000``)."""
+    raw = inspect.getattr_static(type(obj), "timestamp_fn", None)
+    if raw is None:
+        return None
+    if isinstance(raw, staticmethod):
+        return raw.__func__
+    try:
+        n = len(inspect.signature(raw).parameters)
+    except (TypeError, ValueError):
+        n = 2
+    return raw if n == 1 else getattr(obj, "timestamp_fn")
 
 
 class WindowRuntime:
@@ -38,7 +55,7 @@ class WindowRuntime:
                                  lateness=t["lateness"], track=self.track)
         self.late_stream = t.get("late_stream")
         self.remaining = {}  # at least once: id(tuple) -> [tuple, windows it is still in]
-        self.ts_field, self.ts_fn = t.get("timestamp_field"), type(obj).timestamp_fn
+        self.ts_field, self.ts_fn = t.get("timestamp_field"), timestamp_fn(obj)
         self.derived = clock.input.derived
         self._inputs = {}  # (component, stream) -> (key index, timestamp index)
         tdef = inst.plan.topology
