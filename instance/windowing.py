@@ -74,7 +74,8 @@ class WindowRuntime:
 
     # -- the per-tuple path --------------------------------------------------------------
     def process(self, tup):
-        comp, stream, values = tup[1], tup[2], tup[4]
+        # (unpacked, not tup[i]: Tuple.__getitem__ is Python code, it also takes field names)
+        _, comp, stream, src, values = tup
         lc, ls, ki, ti = self._last
         if comp is not lc or stream is not ls:
             ki, ti = self._inputs.get((comp, stream), (None, None))
@@ -93,7 +94,6 @@ class WindowRuntime:
             if type(ts) is not float and type(ts) is not int:
                 if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != ts:
                     return self.reject(tup, ts, f"timestamp {ts!r} is not a number", bad=True)
-            src = tup[3]
             if src in self.derived:
                 bm = self.clock.batch_max
                 if ts > bm.get(src, ts - 1):

@@ -140,7 +140,7 @@ class Window:
         kind = self.kind
         if kind not in self.KINDS:
             raise TopologyError(f"unknown window kind {kind!r} (kinds: {', '.join(self.KINDS)})")
-        self.length = _length(self.length, f"the {kind} window's length")
+        self.length = _length(self.length, f"the {kind} window's {'gap' if kind == 'session' else 'length'}")
         if kind == "tumbling":
             self.every = self.length
         elif kind == "session":

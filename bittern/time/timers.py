@@ -22,7 +22,9 @@ KINDS = (EVENT, PROCESSING)
 class TimerQueue:
     def __init__(self):
         self._heaps = {EVENT: [], PROCESSING: []}
-        self._live = set()  # (kind, key, ts, tag) set and not yet fired or deleted
+        # (kind, key, ts, tag) set and not yet fired or deleted -> the sequence number of its
+        # heap entry (a timer deleted and set again leaves a stale entry in the heap)
+        self._live = {}
         self._seq = itertools.count()
 
     def set(self, kind, key, ts, tag=None):
@@ -30,13 +32,13 @@ class TimerQueue:
         ident = (kind, key, ts, tag)
         if ident in self._live:
             return False
-        self._live.add(ident)
-        heapq.heappush(self._heaps[kind], (ts, next(self._seq), key, tag))
+        seq = self._live[ident] = next(self._seq)
+        heapq.heappush(self._heaps[kind], (ts, seq, key, tag))
         return True
 
     def delete(self, kind, key, ts, tag=None):
         """Forget a timer (no error if it is not set)."""
-        self._live.discard((kind, key, ts, tag))
+        self._live.pop((kind, key, ts, tag), None)
 
     def is_set(self, kind, key, ts, tag=None):
         return (kind, key, ts, tag) in self._live
@@ -45,10 +47,10 @@ class TimerQueue:
         """The next due timer of ``kind`` as ``(ts, key, tag)``, removed, or None."""
         heap, live = self._heaps[kind], self._live
         while heap and heap[0][0] <= now:
-            ts, _, key, tag = heapq.heappop(heap)
+            ts, seq, key, tag = heapq.heappop(heap)
             ident = (kind, key, ts, tag)
-            if ident in live:
-                live.discard(ident)
+            if live.get(ident) == seq:
+                del live[ident]
                 return ts, key, tag
         return None
 
@@ -56,8 +58,8 @@ class TimerQueue:
         """The earliest live timer's time of ``kind``, or None."""
         heap, live = self._heaps[kind], self._live
         while heap:
-            ts, _, key, tag = heap[0]
-            if (kind, key, ts, tag) in live:
+            ts, seq, key, tag = heap[0]
+            if live.get((kind, key, ts, tag)) == seq:
                 return ts
             heapq.heappop(heap)
         return None
@@ -75,7 +77,7 @@ class TimerQueue:
         out = {}
         for heap_kind, heap in self._heaps.items():
             for ts, seq, key, tag in sorted(heap, key=lambda e: e[1]):
-                if (heap_kind, key, ts, tag) in self._live:
+                if self._live.get((heap_kind, key, ts, tag)) == seq:
                     out.setdefault(key, []).append([heap_kind, ts, tag])
         return out
 

@@ -8,8 +8,8 @@ so (a spout that emitted nothing for ``topology.watermark.idle.secs``), or, for 
 channel whose watermark is derived from tuple timestamps (Storm's rule, used when the
 upstream sends none), when nothing came on it for that long. An idle channel joins
 again with its next watermark (or, derived, its next tuple); whatever it sends below
-the input watermark by then is late. When every channel is idle the input watermark
-stays where it is and the task reports itself idle downstream.
+the input watermark by then is late. When every channel is idle (or ended: +inf) the
+input watermark stays where it is and the task reports itself idle downstream.
 """
 from __future__ import annotations
 
@@ -38,7 +38,8 @@ class InputWatermark:
 
     @property
     def all_idle(self):
-        return bool(self.wm) and len(self.idle) == len(self.wm)
+        """Every channel that has not ended (+inf) is idle (and one at least is)."""
+        return bool(self.idle) and all(c in self.idle or w == POS_INF for c, w in self.wm.items())
 
     def on_watermark(self, channel, w):
         """Watermark ``w`` (None: the channel went idle) arrived from ``channel``; True
@@ -71,8 +72,8 @@ class InputWatermark:
             return False
         changed = False
         for c in self.derived:
-            seen = self.last_seen.get(c)
-            if c not in self.idle and seen is not None and now - seen >= self.idle_secs:
+            seen = self.last_seen.setdefault(c, now)  # (never sent: silent since the first check)
+            if c not in self.idle and now - seen >= self.idle_secs:
                 self.idle.add(c)
                 changed = True
         return self._recompute() if changed else False
@@ -86,6 +87,8 @@ class InputWatermark:
                 if w < low:
                     low = w
         if seen and low > self.current:
+            if low == POS_INF and any(self.wm[c] < POS_INF for c in self.idle):
+                return False  # only ended channels are awake: an idle one may still send
             self.current = low
             return True
         return False

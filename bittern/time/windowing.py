@@ -34,6 +34,8 @@ from .timers import EVENT, PROCESSING
 TOO_LATE = "too late"
 _FIRE = "w"
 _CLEAN = "c"
+_JOINED_ONE = (1, ())  # what add returns for a tuple that joined one window, firing none
+_floor = math.floor
 
 
 class Win:
@@ -83,8 +85,9 @@ class WindowOperator:
         self.counts = {}  # count windows: key -> tuples seen
         self.last = {}  # list mode: key -> tuples of its last (on-time) firing, for `expired`
         self.fired = 0
+        self._tumbling = self.kind == "tumbling" and not self.by_count  # add's own path
         if self.by_count:
-            self._assign = self._assign_count
+            self._assign = None  # count windows: see _add_count
         elif self.kind == "tumbling":
             self._assign = self._assign_tumbling
         elif self.kind == "sliding":
@@ -97,7 +100,30 @@ class WindowOperator:
         """Add ``tup`` (timestamp ``ts``; for count windows ignored) under ``key`` with the
         input watermark (or, on processing time, the clock) at ``wm``. Returns
         ``(n, firings)``: ``n`` the windows it joined, ``firings`` those that fire at once
-        (count windows, late updates); or ``(TOO_LATE, ())``."""
+        (count windows, late updates); or ``(TOO_LATE, ())``.
+
+        The per-tuple path: tumbling time windows (one window per tuple) take a path of
+        their own, without the assignment's list; both paths do ``_put`` inline."""
+        if self._tumbling:
+            wins = self.windows.get(key)
+            if wins is None:
+                wins = self.windows[key] = {}
+            if ts >= wm:  # on time: the window it joins has not fired
+                size = self.size
+                k = _floor(ts / size)  # (= _assign_tumbling)
+                w = wins.get(k)
+                if w is None:
+                    start = k * size
+                    w = wins[k] = self._new(key, k, start, start + size)
+                agg = self.agg
+                if agg is not None:
+                    w.content = agg.add(w.content, tup)
+                else:
+                    w.content.append(tup)
+                if w.pending is not None:
+                    w.pending.append(tup)
+                return _JOINED_ONE
+            return self._add_late(key, wins, ts, tup, wm)
         if self.by_count:
             return self._add_count(key, tup)
         if self._assign is None:
@@ -106,12 +132,18 @@ class WindowOperator:
         if wins is None:
             wins = self.windows[key] = {}
         if ts >= wm:  # on time: no window it joins has fired
+            agg = self.agg
             n = 0
             for wid, start, end in self._assign(ts):
                 w = wins.get(wid)
                 if w is None:
                     w = wins[wid] = self._new(key, wid, start, end)
-                self._put(w, tup)
+                if agg is not None:  # (= _put)
+                    w.content = agg.add(w.content, tup)
+                else:
+                    w.content.append(tup)
+                if w.pending is not None:
+                    w.pending.append(tup)
                 n += 1
             return n, ()
         return self._add_late(key, wins, ts, tup, wm)
@@ -191,12 +223,12 @@ class WindowOperator:
     def _add_session(self, key, ts, tup, wm):
         gap = self.size
         start, end = ts, ts + gap
-        if end + self.lateness <= wm:
-            return TOO_LATE, ()
         wins = self.windows.get(key)
+        touching = [w for w in wins.values() if w.start <= end and start <= w.end] if wins else []
+        if not touching and end + self.lateness <= wm:
+            return TOO_LATE, ()  # (a session it touches is still kept, so it joins that one)
         if wins is None:
             wins = self.windows[key] = {}
-        touching = [w for w in wins.values() if w.start <= end and start <= w.end]
         if not touching:
             w = wins[start] = self._new(key, start, start, end, timer=end > wm)
         else:
@@ -305,15 +337,30 @@ class WindowOperator:
         last = self.last.get(key)
         if not wins and count is None and last is None:
             return None
+        # list mode: each tuple once ("t"), windows and `last` by index, so that a tuple in
+        # several windows is one object again after a load (new/expired compare identities)
+        table, index = [], {}
+
+        def ref(t):
+            i = index.get(id(t))
+            if i is None:
+                i = index[id(t)] = len(table)
+                table.append(encode(t))
+            return i
         ws = []
         for wid, w in (wins or {}).items():
-            content = w.content if self.agg is not None else [encode(t) for t in w.content]
+            content = w.content if self.agg is not None else [ref(t) for t in w.content]
             ws.append([wid, w.start, w.end, content, w.new, w.fired])
-        return {"w": ws, "n": count, "last": None if last is None else [encode(t) for t in last]}
+        doc = {"w": ws, "n": count, "last": None if last is None else [ref(t) for t in last]}
+        if self.agg is None:
+            doc["t"] = table
+        return doc
 
     def load_key(self, key, doc, decode):
         """Put back a key's windows from :meth:`snapshot_key` (timers come back with the
         timer queue's own state)."""
+        if doc.get("t") is not None:
+            decode = [decode(t) for t in doc["t"]].__getitem__
         if doc.get("n") is not None:
             self.counts[key] = doc["n"]
         if doc.get("last") is not None:
