@@ -236,9 +236,11 @@ class EventTime:
 
 class TupleWindow:
     """What ``WindowedBolt.process_window`` gets (Storm's ``TupleWindow``): ``tuples``
-    (everything in the window, in arrival order), ``new`` (arrived since this window
+    (everything in the window, in arrival order; after session windows merged, one
+    session's after the other's), ``new`` (arrived since this window
     last fired), ``expired`` (were in the previous window of this key and left),
-    ``start``/``end`` (times: ``[start, end)``; counts of tuples for count windows),
+    ``start``/``end`` (times: ``[start, end)``; for count windows the numbers of the key's
+    tuples, ``(start, end]``),
     ``key`` (the fields-grouping key, None for a bolt that is not keyed) and
     ``late`` (True when a late tuple made an already fired window fire again)."""
 

@@ -210,7 +210,7 @@ class WindowOperator:
         while e < n + size:
             w = wins.get(e)
             if w is None:
-                w = wins[e] = self._new(key, e, e - size, e)
+                w = wins[e] = self._new(key, e, max(0, e - size), e)
             self._put(w, tup)
             joined += 1
             e += slide

@@ -349,7 +349,7 @@ def test_count_windows_match_brute_force(size, slide, agg):
             c = len(mine)
             assert n == sum(1 for e in range(c, c + size) if e % slide == 0)
             if c % slide == 0:
-                want.append((repr(key), c - size, c, tuple(mine[max(0, c - size):]), False))
+                want.append((repr(key), max(0, c - size), c, tuple(mine[max(0, c - size):]), False))
                 assert [rec(f) for f in fs] == [want[-1]]
             else:
                 assert fs == []
