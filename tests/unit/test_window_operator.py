@@ -371,7 +371,7 @@ def test_count_window_new_and_expired():
     tups = [T(i, "k", 0) for i in range(8)]
     fired = [f for t in tups for f in run.add(t)[1]]
     assert [(f.start, f.end, [t[0] for t in f.result]) for f in fired] == [
-        (-2, 2, [0, 1]), (0, 4, [0, 1, 2, 3]), (2, 6, [2, 3, 4, 5]), (4, 8, [4, 5, 6, 7])]
+        (0, 2, [0, 1]), (0, 4, [0, 1, 2, 3]), (2, 6, [2, 3, 4, 5]), (4, 8, [4, 5, 6, 7])]
     assert [[t[0] for t in f.new] for f in fired] == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert [[t[0] for t in f.expired] for f in fired] == [[], [], [0, 1], [2, 3]]
 
