@@ -87,8 +87,8 @@ class InputWatermark:
                 if w < low:
                     low = w
         if seen and low > self.current:
-            if low == POS_INF and any(self.wm[c] < POS_INF for c in self.idle):
-                return False  # only ended channels are awake: an idle one may still send
+            # (also when only ended channels are awake beside idle ones: +inf then, as in
+            # Flink; what an idle source sends when it wakes is late)
             self.current = low
             return True
         return False
