@@ -376,7 +376,8 @@ class AggregatingWindowBolt(_WindowedBase):
 
     def merge(self, a, b):
         raise NotImplementedError(f"{type(self).__qualname__}.merge(a, b) is not implemented (session "
-                                  f"windows merge their accumulators)")
+                                  f"windows merge their accumulators, and so does a rescale of a bolt "
+                                  f"that is not keyed)")
 
     def result(self, acc):
         return acc
