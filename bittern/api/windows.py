@@ -362,7 +362,8 @@ class WindowedBolt(_WindowedBase):
 class AggregatingWindowBolt(_WindowedBase):
     """Incremental aggregation (Flink's ``aggregate``): one accumulator per (key,
     window) instead of the tuples. ``create()`` a new accumulator, ``add(acc, tup)``
-    returns the updated one, ``merge(a, b)`` (session windows merging), ``result(acc)``.
+    returns the updated one, ``merge(a, b)`` (session windows merging, and a rescale of a
+    bolt that is not keyed under exactly once), ``result(acc)``.
     ``emit_window(key, window, result)`` emits ``[key, start, end, result]`` unless
     overridden (a key of several fields is a tuple, emitted as its values).
     Accumulators under EFFECTIVELY_ONCE are checkpointed, so they must be state
