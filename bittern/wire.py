@@ -87,12 +87,13 @@ class Op:
     # instance -> topology master
     CKPT_SAVED = "ckpt_saved"  # {task, id, epoch, bytes, align_ms}
     RESTORED = "restored"  # {task, epoch}
+    CKPT_COMMITTED = "ckpt_committed"  # {task, id}: a sink task made checkpoint id's output visible
 
 
 #: Control ops the stream manager relays as they are: topology master -> every local
 #: instance, and instance -> topology master.
 CKPT_TO_INSTANCES = frozenset({Op.CKPT_START, Op.CKPT_COMMIT, Op.RESTORE, Op.RESUME})
-CKPT_TO_TMASTER = frozenset({Op.CKPT_SAVED, Op.RESTORED})
+CKPT_TO_TMASTER = frozenset({Op.CKPT_SAVED, Op.RESTORED, Op.CKPT_COMMITTED})
 #: The stream name of a checkpoint barrier in a DATA frame's batch.
 BARRIER_STREAM = "__barrier"
 #: The stream name of a watermark in a DATA frame's batch: ``[src_task, WATERMARK_STREAM,

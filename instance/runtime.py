@@ -44,6 +44,7 @@ DRAIN_BUDGET_SECS = 0.05  # a slow bolt still looks at control and timers this o
 # (streammgr WINDOW, 32) is larger: at most CREDIT_EVERY - 1 batches stay uncredited,
 # so it always has room to send the next one.
 CREDIT_EVERY = 8
+COMMIT_RETRY_SECS = 1.0  # a sink whose commit failed tries again this often
 
 
 def tune_gc(conf):
@@ -139,6 +140,8 @@ class Instance:
         self._credit = 0  # batches read and not yet credited to the stream manager
         # Hooks for components that own more than Python code (instance/shell.py, a
         # multilang subprocess): file descriptors the loop also waits on, and timers.
+        self._commit_due = None  # a sink's checkpoint to commit (again: the last try failed)
+        self._commit_failures = 0
         self._watched = {}  # fd -> callback()
         self._timer_hooks = []  # fn(now) -> seconds until it wants to run again
 
@@ -210,6 +213,8 @@ class Instance:
             from bittern.sinks.base import TransactionalSink
             sink = getattr(obj, "sink", None)
             self.sink = sink if isinstance(sink, TransactionalSink) else None
+            if self.sink is not None:
+                self.add_timer(self.retry_commit)
         elif is_stateful(obj):
             # other modes: a State all the same, never checkpointed (it starts empty)
             obj.init_state(State.for_task(ctx.task_index, len(plan.packing.component_tasks[self.component]),
@@ -291,6 +296,7 @@ class Instance:
             if self.time is not None:
                 self.time.load(state)
             if self.sink is not None:
+                self._commit_due = None  # recover commits what the restore point holds
                 self.sink.recover([] if checkpoint_id is None else [checkpoint_id], checkpoint_id)
                 if checkpoint_id is not None and layout is not None:
                     self.recover_old_sinks(checkpoint_id, layout, index, n)
@@ -301,6 +307,8 @@ class Instance:
         log.info("%s[task %d] restored checkpoint %s (%s), epoch %d", self.component, self.task,
                  checkpoint_id, how, epoch)
         self.send_ctrl(Op.RESTORED, epoch=epoch)
+        if self.sink is not None and checkpoint_id is not None:
+            self.send_ctrl(Op.CKPT_COMMITTED, id=checkpoint_id, epoch=epoch)
 
     def recover_old_sinks(self, checkpoint_id, layout, index, n):
         """After a rebalance: resolve what sink tasks of this component left under task ids
@@ -342,6 +350,10 @@ class Instance:
         """CKPT_START: only spouts act on it."""
 
     def on_checkpoint_commit(self, checkpoint_id):
+        """CKPT_COMMIT: a sink makes the checkpoint's output visible and tells the topology
+        master (a bounded run waits for every sink). A commit that fails is reported and
+        tried again every second (``retry_commit``) until it works or the task is rolled
+        back; the checkpoint stays complete meanwhile, so nothing is lost."""
         sink = self.sink
         if sink is None:
             return
@@ -350,10 +362,27 @@ class Instance:
                         "(restore point or last pre-commit: %d); ignored", self.component, self.task,
                         checkpoint_id, sink.current_checkpoint - 1)
             return
+        self._commit_due = max(checkpoint_id, self._commit_due or 0)
+        self.retry_commit()
+
+    def retry_commit(self, now=None):
+        """Commit what CKPT_COMMIT asked for; as a timer hook, seconds until it runs again."""
+        n = self._commit_due
+        if n is None or self.sink is None:
+            return COMMIT_RETRY_SECS
         try:
-            sink.commit(checkpoint_id)
-        except Exception as e:  # noqa: BLE001 - the sink's storage
-            self.report_error("sink commit", e)
+            self.sink.commit(n)
+        except Exception as e:  # noqa: BLE001 - the sink's storage: reported, tried again
+            self._commit_failures += 1
+            self.report_error(f"sink commit of checkpoint {n} (attempt {self._commit_failures}; "
+                              f"retried every {COMMIT_RETRY_SECS:g} s)", e)
+            return COMMIT_RETRY_SECS
+        if self._commit_failures:
+            log.info("%s[task %d]: checkpoint %d committed after %d failed attempts", self.component,
+                     self.task, n, self._commit_failures)
+        self._commit_due, self._commit_failures = None, 0
+        self.send_ctrl(Op.CKPT_COMMITTED, id=n, epoch=self.epoch)
+        return COMMIT_RETRY_SECS
 
     def take_checkpoint(self, checkpoint_id, align_ms=0.0):
         """Barrier ``checkpoint_id`` passed this task (a spout's CKPT_START, a bolt's
@@ -380,6 +409,7 @@ class Instance:
         if ok:
             self.send_ctrl(Op.CKPT_SAVED, id=checkpoint_id, epoch=self.epoch, bytes=size,
                            align_ms=round(align_ms, 3))
+        return ok
 
     def set_active(self, active):
         self.active = active
@@ -388,7 +418,7 @@ class Instance:
         """Registration travels on the *data* connection: when the stream manager reads
         it, that connection is up, so batches sent to this task from then on arrive."""
         self.send(wire.ctrl(Op.REGISTER, task=self.task, component=self.component, pid=os.getpid(),
-                            ok=True, container=self.container))
+                            ok=True, container=self.container, sink=self.sink is not None))
 
     def metrics(self):
         em = self.emitter

@@ -40,6 +40,7 @@ class SpoutInstance(Instance):
         self.timeout = float(self.conf["topology.message.timeout.secs"])
         self.timeouts_on = bool(self.conf["topology.enable.message.timeouts"]) and self.timeout > 0
         self.exhausted = False  # the spout called done()
+        self.done_after = None  # exactly once: the first checkpoint it saved after done()
         self.backpressure = False
         self._bp_since = None
         self.bp_secs = 0.0
@@ -84,10 +85,16 @@ class SpoutInstance(Instance):
         return clock
 
     def on_checkpoint_start(self, checkpoint_id):
-        self.take_checkpoint(checkpoint_id)
+        if self.take_checkpoint(checkpoint_id) and self.exhausted and self.done_after is None:
+            # the first checkpoint after the last emit: once its output is committed at every
+            # sink, this task is done (bittern run --until-done waits for that)
+            self.done_after = checkpoint_id
+            log.info("%s[task %d]: done once checkpoint %d is committed", self.component, self.task,
+                     checkpoint_id)
 
     def restore(self, checkpoint_id, epoch, layout=None):
         self.exhausted = False  # a bounded spout rewound may have more to emit
+        self.done_after = None
         super().restore(checkpoint_id, epoch, layout)
 
     def on_done(self):
@@ -157,6 +164,8 @@ class SpoutInstance(Instance):
         m = super().metrics()
         m["__pending"] = len(self.tracker)
         m["__exhausted"] = int(self.exhausted)
+        if self.eo:
+            m["__done-after"] = self.done_after
         m["__time-in-backpressure-ms"] = int(1000 * self.time_in_backpressure())
         m.update(self.complete_latency.metrics("__complete-latency"))
         return m

@@ -123,6 +123,7 @@ class CheckpointCoordinator:
         return {"last_complete": self.latest, "completed": self.completed, "abandoned": self.abandoned,
                 "restores": self.restores, "epoch": self.epoch,
                 "in_flight": self.inflight.checkpoint_id if self.inflight else None,
+                "waiting_for": sorted(self.tasks - set(self.inflight.saved)) if self.inflight else [],
                 "rolling_back": self.rollback is not None,
                 "last_duration_ms": None if self.last_duration is None else round(self.last_duration * 1000, 1),
                 "last_bytes": self.last_bytes, "last_max_align_ms": self.last_align_ms}

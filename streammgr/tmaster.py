@@ -72,6 +72,8 @@ class TopologyMaster:
         self._zctx = zmq.Context()
         self.stmgr_pids = {}  # container -> the pid of its stream manager, remembered
         self.ckpt = self.ckpt_store = None
+        self.sinks = set()  # tasks of transactional sinks (they say so when they register)
+        self.sink_commits = {}  # sink task -> the newest checkpoint it committed
         if plan.config["topology.reliability.mode"] == EFFECTIVELY_ONCE:
             self._init_checkpoints()
         self.sock = self._zctx.socket(zmq.ROUTER)
@@ -232,6 +234,10 @@ class TopologyMaster:
                 self._checkpoint_actions(self.ckpt.on_saved(
                     msg.get("task"), msg.get("id"), msg.get("epoch"), time.monotonic(),
                     nbytes=msg.get("bytes", 0), align_ms=msg.get("align_ms", 0.0)))
+        elif op == Op.CKPT_COMMITTED:
+            n, task = msg.get("id"), msg.get("task")
+            if self.ckpt is not None and type(n) is int and task in self.all_tasks:
+                self.sink_commits[task] = max(n, self.sink_commits.get(task, 0))
         elif op == Op.RESTORED:
             if self.ckpt is not None:
                 self._checkpoint_actions(self.ckpt.on_restored(msg.get("task"), msg.get("epoch"),
@@ -247,6 +253,8 @@ class TopologyMaster:
         prev = self.tasks.get(task)
         self.tasks[task] = {"pid": reg.get("pid"), "container": reg.get("container"),
                             "component": reg.get("component")}
+        if reg.get("sink"):
+            self.sinks.add(task)
         if prev and prev.get("pid") != reg.get("pid"):
             log.info("task %d re-registered (pid %s -> %s)", task, prev.get("pid"), reg.get("pid"))
             if self.ckpt is not None:  # a new incarnation: every task rolls back
@@ -361,7 +369,7 @@ class TopologyMaster:
                 "tmaster": {"pid": os.getpid(), "cpu_percent": mine["__cpu-percent"],
                             "rss_bytes": mine["__rss-bytes"]},
                 "throughput": series, "errors": len(self.errors),
-                **({"checkpoints": self.ckpt.metrics()} if self.ckpt is not None else {}),
+                **({"checkpoints": self.checkpoint_report()} if self.ckpt is not None else {}),
                 **({"healthmgr": self.health.describe()} if self.health is not None else {})}
 
     def sample_throughput(self, now):
@@ -373,12 +381,31 @@ class TopologyMaster:
                 executed += m.get("__execute-count", 0)
         self.throughput.append((now, emitted, executed))
 
+    def checkpoint_report(self):
+        """The coordinator's metrics, plus what a bounded run waits for: ``committed``,
+        the newest checkpoint whose output every sink task made visible (the last complete
+        one when there is no sink), and who holds up the one in flight."""
+        m = self.ckpt.metrics()
+        if self.sinks:
+            m["committed"] = min(self.sink_commits.get(t, 0) for t in self.sinks) or None
+            m["uncommitted_sinks"] = sorted(t for t in self.sinks
+                                            if self.sink_commits.get(t, 0) < (m["last_complete"] or 0))
+        else:
+            m["committed"], m["uncommitted_sinks"] = m["last_complete"], []
+        comp = self.plan.packing.task_component
+        m["waiting_for"] = [[t, comp.get(t)] for t in m["waiting_for"]]
+        m["uncommitted_sinks"] = [[t, comp.get(t)] for t in m["uncommitted_sinks"]]
+        return m
+
     def metrics_reply(self):
         dropped = sum((s.get("counters") or {}).get("dropped", 0) for s in self.stmgrs.values())
-        return {"tasks": {str(t): m for t, m in self.metrics.task_totals().items()},
-                "components": self.metrics.component_totals(), "stmgr_dropped": dropped,
-                "stmgr_queued": sum(s.get("queued") or 0 for s in self.stmgrs.values()),
-                "errors": self.errors[-20:]}
+        rep = {"tasks": {str(t): m for t, m in self.metrics.task_totals().items()},
+               "components": self.metrics.component_totals(), "stmgr_dropped": dropped,
+               "stmgr_queued": sum(s.get("queued") or 0 for s in self.stmgrs.values()),
+               "errors": self.errors[-20:]}
+        if self.ckpt is not None:
+            rep["checkpoints"] = self.checkpoint_report()
+        return rep
 
     def _start_report(self, identity, req, extra):
         """Ask every instance for its metrics now; answer when all have reported."""

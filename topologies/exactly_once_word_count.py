@@ -26,9 +26,9 @@ has it (counts only grow: the largest). After a failure the topology rolls back
 to its last complete checkpoint and replays from there; the committed files never
 hold a count that was not exact at a complete checkpoint.
 
-The spout says ``done()`` two checkpoints after its last line
-(``spout.files.done.after.checkpoints = 2``), so ``--until-done`` stops once the
-end of the input is committed. Run this file with Python to print the committed
+The spout says ``done()`` after its last line; ``--until-done`` stops once the
+first checkpoint taken after that is committed at every sink (the runtime waits for
+it), so the end of the input is in the output. Run this file with Python to print the committed
 totals and compare them with the expected counts.
 """
 import glob
@@ -158,8 +158,7 @@ class CountsOut(SinkBolt):
 class ExactlyOnceWordCount(Topology):
     config = {"topology.reliability.mode": "EFFECTIVELY_ONCE",
               "topology.stateful.checkpoint.interval.seconds": 1.0,
-              "topology.stmgrs": 2,
-              "spout.files.done.after.checkpoints": 2}
+              "topology.stmgrs": 2}
     lines = Lines.spec(par=2)
     split = Split.spec(par=2, inputs=[lines])
     count = Count.spec(par=2, inputs={split: Grouping.fields("word")})

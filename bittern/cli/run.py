@@ -58,14 +58,53 @@ def drain(client, timeout):
     return rep, False
 
 
+COMMIT_TRIES = 3  # checkpoint timeouts a bounded exactly-once run waits for its end to commit
+
+
+def spouts_exhausted(tdef, rep):
+    comps = rep.get("components", {})
+    return all(comps.get(c.name, {}).get("__exhausted", 0) >= c.par for c in tdef.spouts)
+
+
 def all_done(tdef, rep):
-    """Every spout task said done() and nothing is pending."""
+    """Every spout task said done() and nothing is pending; under exactly once also: the
+    first checkpoint each spout task took after its last emit is committed at every sink
+    (so the end of the input is in the output, not only processed)."""
     comps = rep.get("components", {})
     for c in tdef.spouts:
         m = comps.get(c.name, {})
         if m.get("__exhausted", 0) < c.par or m.get("__pending", 0) > 0:
             return False
-    return not rep.get("missing")
+    if rep.get("missing"):
+        return False
+    ck = rep.get("checkpoints")
+    if ck is None:
+        return True
+    return (ck.get("committed") or 0) >= max(done_after(tdef, rep) or [float("inf")])
+
+
+def done_after(tdef, rep):
+    """Exactly once: the checkpoint each spout task waits for, None for a task that has
+    not taken one since it was done."""
+    # (spout tasks, and only they, report the key under exactly once)
+    return [m["__done-after"] if isinstance(m["__done-after"], int) else float("inf")
+            for m in rep.get("tasks", {}).values() if "__done-after" in m] or None
+
+
+def commit_stuck(tdef, rep, waited):
+    """The one-line reason a bounded exactly-once run could not commit its end."""
+    ck = rep.get("checkpoints") or {}
+    want = [d for d in (done_after(tdef, rep) or []) if d != float("inf")]
+    what = f"checkpoint {max(want)}" if want else "a checkpoint after the spouts' last emit"
+    if ck.get("waiting_for"):
+        held = ", ".join(f"component {c!r} task {t}" for t, c in ck["waiting_for"][:5])
+        why = f"checkpoint {ck.get('in_flight')} is waiting for {held} to save it"
+    elif ck.get("uncommitted_sinks"):
+        held = ", ".join(f"component {c!r} task {t}" for t, c in ck["uncommitted_sinks"][:5])
+        why = f"not committed by the sink {held} (see bittern errors)"
+    else:
+        why = f"last complete checkpoint {ck.get('last_complete')}, {ck.get('abandoned', 0)} abandoned"
+    return f"the end of the input is not committed after {waited:.0f} s: {what}: {why}"
 
 
 def summary_rows(tdef, rep):
@@ -109,6 +148,10 @@ def main(args, state, home):
     failed = None
     rep, drained = {}, True
     next_check = 0.0
+    ended_at = None
+    # a few checkpoint timeouts: an abandoned checkpoint is followed by another at once
+    commit_wait = COMMIT_TRIES * float(conf["topology.stateful.checkpoint.timeout.secs"]) + \
+        float(conf["topology.stateful.checkpoint.interval.seconds"])
     try:
         with TMClient(status["tmaster"]) as client:
             while not stop_now["flag"]:
@@ -118,8 +161,17 @@ def main(args, state, home):
                     break
                 if args.until_done and now >= next_check:
                     next_check = now + 0.25
-                    if all_done(tdef, client.request(Op.REPORT)):
+                    rep = client.request(Op.REPORT)
+                    if all_done(tdef, rep):
                         break
+                    if spouts_exhausted(tdef, rep) and rep.get("checkpoints") is not None:
+                        # exactly once: the end is processed; wait (a bounded time) for its commit
+                        ended_at = ended_at or now
+                        if now - ended_at > commit_wait:
+                            failed = {"error": commit_stuck(tdef, rep, now - ended_at)}
+                            break
+                    else:
+                        ended_at = None
                 st = state.status(name) or {}
                 if st.get("phase") == "FAILED" and state.get(f"rebalance/{name}") is None:
                     failed = st.get("error") or {}

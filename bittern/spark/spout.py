@@ -51,8 +51,9 @@ Reliability
 * EFFECTIVELY_ONCE: the offset ``(file index, row index)`` of the next row goes
   into the spout's ``State`` (key ``"offset"``) at every checkpoint; a restore
   rewinds the reader to it (the file is read again from its start and the rows
-  before the offset skipped). ``spout.spark.done.after.checkpoints`` works as
-  FileSpout's ``spout.files.done.after.checkpoints``.
+  before the offset skipped). ``spout.spark.done.after.checkpoints`` (deprecated:
+  the runtime waits for the end to be committed) works as FileSpout's
+  ``spout.files.done.after.checkpoints``.
 * ATMOST_ONCE: rows are emitted once.
 
 When its share is emitted (and, at least once, acked) the task logs how many rows

@@ -30,13 +30,13 @@ spout that emits without ids). When every file of the task has been read the
 spout calls ``self.done()`` (so ``bittern run --until-done`` stops).
 
 Under exactly once the last lines are only visible at a transactional sink once a
-checkpoint taken after them is complete; ``spout.files.done.after.checkpoints =
-k`` (default 0) makes the spout wait, after its last line, for *k* more
-checkpoints (``pre_save`` calls) before it calls ``done()`` (under exactly once
-only: in the other modes no checkpoint is ever taken, and it is done at the end). With k = 2 the
-checkpoint that covers the last line was complete (or given up) before the
-spout is done: the coordinator starts a checkpoint only when none is in flight.
-A rollback rewinds the spout and it says ``done()`` again when it reaches the end.
+checkpoint taken after them is complete and committed; the runtime sees to that for
+every spout (a task that called ``done()`` counts as done for ``bittern run
+--until-done`` once the first checkpoint it took after that is committed at every
+sink). ``spout.files.done.after.checkpoints = k`` (default 0; deprecated, no longer
+needed) still makes the spout wait, after its last line, for *k* more checkpoints
+(``pre_save`` calls) before it calls ``done()``. A rollback rewinds the spout and it
+says ``done()`` again when it reaches the end.
 
 The offset, exactly once
 ========================

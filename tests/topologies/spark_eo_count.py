@@ -53,8 +53,7 @@ class Out(SinkBolt):
 
 class SparkEOCount(Topology):
     config = {"topology.reliability.mode": "EFFECTIVELY_ONCE", "topology.stmgrs": 1,
-              "topology.stateful.checkpoint.interval.seconds": 1.0,
-              "spout.spark.done.after.checkpoints": 2}
+              "topology.stateful.checkpoint.interval.seconds": 1.0}
     spout = Ids.spec(par=2)
     bucket = Bucket.spec(par=1, inputs=[spout])
     count = Count.spec(par=2, inputs={bucket: Grouping.fields("bucket")})
