@@ -55,6 +55,10 @@ class BoltInstance(Instance):
         super().setup()
         if self.eo:
             self.aligner = BarrierAligner(self.channels, self.barrier_max)
+        else:
+            hook = getattr(self.obj, "_runtime_flush", None)  # a SinkBolt committing and acking in groups
+            if callable(hook):
+                self.add_timer(hook)
 
     # -- binding ------------------------------------------------------------------------
     def bind(self, obj):

@@ -82,6 +82,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 
 from ..api.component import Bolt
@@ -323,13 +324,21 @@ class TransactionalSink:
 
 
 class SinkBolt(Bolt):
-    """A bolt whose output goes through a ``TransactionalSink``.
+    """A bolt whose output goes through a ``TransactionalSink``, in every delivery mode.
 
     Override ``make_sink(config, context)`` to build the sink (and ``row(tup)`` to
-    choose what is written; the tuple's values by default). ``initialize`` opens it;
-    ``process`` writes each tuple under ``sink.current_checkpoint``. The runtime finds
-    the sink as ``bolt.sink`` and drives ``recover``/``pre_commit``/``commit``/``abort``
-    on it directly, in the order the module docstring gives.
+    choose what is written; the tuple's values by default). ``initialize`` opens it.
+
+    * EFFECTIVELY_ONCE: ``process`` writes each tuple under ``sink.current_checkpoint``;
+      the runtime finds the sink as ``bolt.sink`` and drives
+      ``recover``/``pre_commit``/``commit``/``abort`` on it, in the order the module
+      docstring gives: output is visible once, when its checkpoint is complete.
+    * ATLEAST_ONCE: tuples are written, then made durable and visible in groups (a
+      ``pre_commit`` + ``commit`` of the next id, at most ``topology.batch.flush.interval.millis``
+      after the first of them, or every ``FLUSH_TUPLES``), and only then acked. A failure
+      before that replays them: output may be duplicated, never lost.
+    * ATMOST_ONCE: written and made visible in the same groups; a crash loses what was
+      not yet committed.
 
     ::
 
@@ -339,6 +348,8 @@ class SinkBolt(Bolt):
     """
 
     sink: TransactionalSink = None
+    auto_ack = False  # acked once written durably (at least once), see _flush_sink
+    FLUSH_TUPLES = 1000
 
     def make_sink(self, config, context):
         raise NotImplementedError(f"{type(self).__qualname__}.make_sink(config, context) is not implemented")
@@ -352,12 +363,63 @@ class SinkBolt(Bolt):
             raise SinkError(f"{type(self).__qualname__}.make_sink returned {self.sink!r}, "
                             f"not a TransactionalSink")
         self.sink.open(context, config)
+        self._direct = config.get("topology.reliability.mode") != "EFFECTIVELY_ONCE"
+        if self._direct:
+            # no checkpoints: this task numbers its own commits, above what earlier
+            # incarnations committed; what they left uncommitted is aborted (replayed)
+            rep = self.sink.recover([], None)
+            self._next = max(rep.already_committed or [0]) + 1
+            self._held, self._since = [], None
+            self._every = float(config.get("topology.batch.flush.interval.millis", 5)) / 1000.0
 
     def process(self, tup):
-        self.sink.write(self.sink.current_checkpoint, self.row(tup))
+        if not self._direct:
+            self.sink.write(self.sink.current_checkpoint, self.row(tup))
+            return
+        self.sink.write(self._next, self.row(tup))
+        self._held.append(tup)
+        if self._since is None:
+            self._since = time.monotonic()
+        if len(self._held) >= self.FLUSH_TUPLES:
+            self._flush_sink()
+
+    def _runtime_flush(self, now=None):
+        """The runtime calls this with its periodic work (and before it flushes): commit
+        and ack what waited long enough; returns seconds until it wants to run again."""
+        if not self._direct or self._since is None:
+            return 0.05
+        wait = self._since + self._every - (now if now is not None else time.monotonic())
+        if wait <= 0:
+            self._flush_sink()
+            return 0.05
+        return wait
+
+    def _flush_sink(self):
+        """Make what was written durable and visible, then ack it."""
+        held, self._held, self._since = self._held, [], None
+        if not held:
+            return
+        n, self._next = self._next, self._next + 1
+        try:
+            self.sink.pre_commit(n)
+            self.sink.commit(n)
+        except Exception:  # noqa: BLE001 - the sink's storage: its tuples fail (and are replayed)
+            log.exception("%s: commit %d of %d tuples failed; they are failed and will be replayed "
+                          "(at least once)", type(self).__qualname__, n, len(held))
+            try:
+                self.sink.abort(n)
+            except Exception:  # noqa: BLE001
+                log.exception("%s: abort of %d failed too", type(self).__qualname__, n)
+            for tup in held:
+                self.fail(tup)
+            return
+        for tup in held:
+            self.ack(tup)
 
     def close(self):
         if self.sink is not None:
+            if getattr(self, "_direct", False):
+                self._flush_sink()
             self.sink.close()
 
     cleanup = close
