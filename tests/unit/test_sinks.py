@@ -580,7 +580,7 @@ def test_sink_bolt_writes_under_the_current_checkpoint(tmp_path):
             return [tup.values[0] * 10]
 
     bolt = Out()
-    bolt.initialize({"out.dir": str(tmp_path)}, ctx(2))
+    bolt.initialize({"out.dir": str(tmp_path), "topology.reliability.mode": "EFFECTIVELY_ONCE"}, ctx(2))
     bolt.sink.recover([], None)
     for v in range(3):
         bolt.process(Tuple(None, "src", "default", 1, [v]))
@@ -654,3 +654,35 @@ def test_txid_rule_makes_a_retried_commit_idempotent():
     commit(4)
     commit(4)
     assert {k: v.value for k, v in store.data.items()} == {"x": 101, "y": 2, "z": 3}
+
+
+def test_sink_bolt_outside_exactly_once_commits_in_groups_then_acks(tmp_path):
+    """At least once: written, committed (durable, visible), then acked; a new
+    incarnation numbers its commits above the old ones and aborts what was left staged."""
+    class Out(SinkBolt):
+        def make_sink(self, config, context):
+            return FileSink(config["out.dir"], "out")
+
+    conf = {"out.dir": str(tmp_path), "topology.reliability.mode": "ATLEAST_ONCE",
+            "topology.batch.flush.interval.millis": 5}
+    acked = []
+    bolt = Out()
+    bolt.ack, bolt.fail = acked.append, None
+    bolt.initialize(conf, ctx(2))
+    tups = [Tuple(None, "src", "default", 1, [v]) for v in range(3)]
+    for t in tups:
+        bolt.process(t)
+    assert acked == []  # nothing durable yet
+    assert bolt._runtime_flush(now=bolt._since + 1.0) > 0
+    assert acked == tups
+    with open(tmp_path / "out-1-2.jsonl") as f:
+        assert f.read().split() == ["[0]", "[1]", "[2]"]
+    bolt.process(Tuple(None, "src", "default", 1, [7]))  # staged, never committed: "killed"
+    again = Out()
+    again.ack = acked.append
+    again.initialize(conf, ctx(2))
+    assert again._next == 2
+    again.process(Tuple(None, "src", "default", 1, [8]))
+    again.close()
+    with open(tmp_path / "out-2-2.jsonl") as f:
+        assert f.read().split() == ["[8]"]
