@@ -125,13 +125,25 @@ def stop(state, name, proc, timeout=15.0):
         clean_stale(state, name)
 
 
-def launch(state, home, path, name, overrides, deactivated, detached, grace=0.0, warn=print):
+def launch(state, home, path, name, overrides, deactivated, detached, grace=0.0, warn=print,
+           savepoint=None, allow_non_restored=False):
     """Validate, record and start a topology; returns ``(tdef, conf, proc, status)``.
+    ``savepoint``: a savepoint directory to start from (checked before anything starts).
     On any failure nothing is left running or recorded."""
     tdef, conf = prepare(path, name, overrides, warn)
+    doc = None
+    if savepoint is not None:
+        from .savepoint import prepare_restore
+        doc = prepare_restore(savepoint, tdef, conf, allow_non_restored)
     record(state, home, tdef, conf, deactivated)
     proc = None
     try:
+        if doc is not None:
+            from .savepoint import restore_into
+            cid = restore_into(savepoint, doc, state, home, tdef.name, conf,
+                               (state.topology(tdef.name) or {}).get("submitted_at"))
+            warn(f"starting from savepoint {os.path.abspath(savepoint)} (checkpoint {cid} of "
+                 f"{doc['topology']!r})")
         proc = start_supervisor(home, tdef.name, detached)
         status = wait_started(state, tdef.name, proc, conf["bittern.startup.timeout.secs"])
         deadline = time.monotonic() + grace

@@ -32,6 +32,8 @@ def add_parsers(sub):
     p.add_argument("name")
     p.add_argument("--timeout", type=float, default=15.0, metavar="S",
                    help="how long to wait for a clean stop before killing")
+    p.add_argument("--savepoint", default=None, metavar="D",
+                   help="first deactivate it and save its state in savepoint D (exactly once)")
     p.set_defaults(func=kill_main, remote=kill_remote)
     p = sub.add_parser("restart", help="restart a topology's processes (the supervisor starts them again)")
     p.add_argument("name")
@@ -81,6 +83,10 @@ def activation_remote(args, client):
 
 def kill_main(args, state, home):
     name = args.name
+    if getattr(args, "savepoint", None):
+        from .savepoint import take
+        path = take(state, home, name, args.savepoint, quiesce=True, say=print)
+        print(f"savepoint of {name}: {path}")
     rec = state.topology(name)
     procs = (state.processes(name) or {}).get("procs", {})
     sup = supervisor_pid(state, name)
@@ -101,6 +107,8 @@ def kill_main(args, state, home):
 
 
 def kill_remote(args, client):
+    if getattr(args, "savepoint", None):
+        raise BitternError("kill --savepoint works in local mode only in this version")
     # nimbus answers once the processes are stopped on every host: wait at least --timeout
     try:
         client.delete(topology_path(args.name), topology=args.name, timeout=max(client.timeout, args.timeout + 5))

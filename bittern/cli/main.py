@@ -6,7 +6,7 @@ import sys
 
 from .. import __version__
 from ..errors import BitternError
-from . import daemons, healthmgr, lifecycle, logs, metrics, rebalance, run, serve, submit, top
+from . import daemons, healthmgr, lifecycle, logs, metrics, rebalance, run, savepoint, serve, submit, top
 from .cluster import cluster_urls, dispatch
 from .common import state_manager
 from .launch import print_error
@@ -26,6 +26,7 @@ def parser():
     submit.add_parser(sub)
     lifecycle.add_parsers(sub)
     rebalance.add_parser(sub)
+    savepoint.add_parser(sub)
     logs.add_parser(sub)
     metrics.add_parsers(sub)
     top.add_parser(sub)

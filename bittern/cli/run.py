@@ -12,6 +12,7 @@ from ..console import ConsoleFollower, console_path
 from ..errors import BitternError
 from ..wire import Op
 from .launch import launch, print_error, stop
+from .savepoint import add_restore_args
 
 
 def add_parser(sub):
@@ -27,6 +28,7 @@ def add_parser(sub):
                    help="stop when every spout task called done() and every tuple tree is complete "
                         "(a batch job run as a stream); --duration still bounds it")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_restore_args(p)
     p.set_defaults(func=main, local_only="`bittern run` runs a topology in the foreground on this machine; "
                                          "to start it on the cluster use `bittern --cluster URL submit FILE`")
 
@@ -138,7 +140,9 @@ def main(args, state, home):
     signal.signal(signal.SIGINT, on_sigint)
     signal.signal(signal.SIGTERM, on_sigint)
     tdef, conf, proc, status = launch(state, home, args.file, args.name, args.config, deactivated=False,
-                                      detached=False, grace=0.0, warn=lambda m: print(m, file=sys.stderr))
+                                      detached=False, grace=0.0, warn=lambda m: print(m, file=sys.stderr),
+                                      savepoint=args.from_savepoint,
+                                      allow_non_restored=args.allow_non_restored_state)
     name = tdef.name
     console = ConsoleFollower(console_path(home, name))
     t0 = time.monotonic()

@@ -10,8 +10,10 @@ import sys
 import time
 
 from .. import archive
+from ..errors import BitternError
 from ..cluster_client import API, topology_path
 from .launch import StartupError, launch, prepare
+from .savepoint import add_restore_args
 
 SUBMIT_SLACK_SECS = 30.0  # on top of bittern.startup.timeout.secs: scheduling, code transfer
 
@@ -24,6 +26,7 @@ def add_parser(sub):
     p.add_argument("--config", action="append", default=[], metavar="K=V", help="override a config key")
     p.add_argument("--wait", type=float, default=1.0, metavar="S",
                    help="after start-up, watch S seconds for failures of the first tuples")
+    add_restore_args(p)
     p.set_defaults(func=main, remote=remote_main)
 
 
@@ -34,7 +37,8 @@ def warn(message):
 def main(args, state, home):
     tdef, conf, proc, status = launch(state, home, args.file, args.name, args.config,
                                       deactivated=args.deactivated, detached=True, grace=args.wait,
-                                      warn=warn)
+                                      warn=warn, savepoint=args.from_savepoint,
+                                      allow_non_restored=args.allow_non_restored_state)
     ntasks = sum(c.par for c in tdef.components.values())
     print(f"topology {tdef.name} submitted: {ntasks} tasks in {conf['topology.stmgrs']} container(s), "
           f"{'PAUSED' if args.deactivated else 'RUNNING'} (supervisor pid {proc.pid})")
@@ -48,6 +52,8 @@ def submit_body(tdef, conf, code, deactivated):
 
 
 def remote_main(args, client):
+    if args.from_savepoint:
+        raise BitternError("submit --from-savepoint works in local mode only in this version")
     tdef, conf = prepare(args.file, args.name, args.config, warn)
     code = archive.build(args.file)
     for path, why in code.skipped:
