@@ -6,7 +6,23 @@ from __future__ import annotations
 import glob
 import json
 import os
+import signal
 from collections import Counter
+
+
+def kill9(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def checkpoint_metrics(bittern, name):
+    """The topology master's "checkpoints" report (restores, completed, epoch...)."""
+    from bittern.client import TMClient
+    from bittern.wire import Op
+    with TMClient(bittern.state("status", name)["tmaster"]) as client:
+        return client.request(Op.GET_METRICS, window="1m").get("checkpoints")
 
 
 def committed_rows(out):

@@ -13,14 +13,13 @@ from __future__ import annotations
 import glob
 import os
 import random
-import signal
 import sys
 import time
 
 import pytest
 
 from conftest import EXAMPLES, TOPOLOGIES, wait_for
-from eokit import check_exactly_once, committed_rows
+from eokit import check_exactly_once, checkpoint_metrics, committed_rows, kill9
 
 SEQ = os.path.join(TOPOLOGIES, "exactly_once_seq.py")
 N = 20000
@@ -33,21 +32,6 @@ def pid_of(out, component, task=None):
     picks = [n for n in names if n.startswith(component + "-") and (task is None or n == f"{component}-{task}")]
     with open(os.path.join(out, "pids", picks[0])) as f:
         return int(f.read()), int(picks[0].rsplit("-", 1)[1])
-
-
-def kill9(pid):
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def checkpoint_metrics(bittern, name):
-    """The topology master's "checkpoints" report (restores, completed, epoch...)."""
-    from bittern.client import TMClient
-    from bittern.wire import Op
-    with TMClient(bittern.state("status", name)["tmaster"]) as client:
-        return client.request(Op.GET_METRICS, window="1m").get("checkpoints")
 
 
 def submit(bittern, name, out, n=N, rate=RATE, extra=()):

@@ -13,13 +13,13 @@ import glob
 import json
 import os
 import random
-import signal
 import time
 from collections import Counter
 
 import pytest
 
 from conftest import TOPOLOGIES, instance_log, wait_for
+from eokit import checkpoint_metrics, kill9
 from windowkit import normalise, tumbling
 
 SEQ = os.path.join(TOPOLOGIES, "windows_eo_seq.py")
@@ -98,20 +98,6 @@ def pid_of(out, component, task):
 def tasks_of(out, component):
     return sorted(int(n.rsplit("-", 1)[1]) for n in os.listdir(os.path.join(out, "pids"))
                   if n.startswith(component + "-"))
-
-
-def kill9(pid):
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def checkpoint_metrics(bittern, name):
-    from bittern.client import TMClient
-    from bittern.wire import Op
-    with TMClient(bittern.state("status", name)["tmaster"]) as client:
-        return client.request(Op.GET_METRICS, window="1m").get("checkpoints")
 
 
 def submit(bittern, name, out, n, rate, extra=()):

@@ -5,7 +5,7 @@ sentences, a late stream, and the results written out.
     python topologies/windowed_word_count.py [OUTPUT_DIR]     # compare with the expected counts
 
     sentences (ReliableSpout, EventTime("ts", lag=1.0)) -shuffle-> split (par 2)
-        -fields(word)-> count (AggregatingWindowBolt, tumbling 1 s, allowed lateness 2 s, par 2)
+        -fields(word)-> count (CountWindowBolt, tumbling 1 s, allowed lateness 2 s, par 2)
         -global-> results (writes the last result of every (window, word))
         count["late"] -global-> late (writes the tuples too late for any window)
 
@@ -29,8 +29,7 @@ import tempfile
 import time
 from collections import Counter
 
-from bittern import (AggregatingWindowBolt, Bolt, EventTime, Grouping, ReliableSpout, Topology, Window,
-                     EXHAUSTED)
+from bittern import EXHAUSTED, Bolt, CountWindowBolt, EventTime, Grouping, ReliableSpout, Topology, Window
 
 from word_count import SENTENCES
 
@@ -78,21 +77,14 @@ class Split(Bolt):
             self.emit([ts, w])
 
 
-class Count(AggregatingWindowBolt):
+class Count(CountWindowBolt):
+    """Counts per (word, window): CountWindowBolt is an AggregatingWindowBolt whose
+    create/add/merge are 0, acc + 1 and a + b (one accumulator per word and window)."""
     outputs = ["word", "start", "end", "count"]
     window = Window.tumbling(1.0)
     timestamp_field = "ts"
     allowed_lateness = 2.0
     late_stream = "late"
-
-    def create(self):
-        return 0
-
-    def add(self, acc, tup):
-        return acc + 1
-
-    def merge(self, a, b):
-        return a + b
 
 
 class Results(Bolt):
