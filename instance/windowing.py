@@ -25,6 +25,7 @@ from bittern.time.windowing import TOO_LATE, WindowOperator
 
 log = logging.getLogger("bittern.instance")
 _new_tuple = tuple.__new__
+_INFINITIES = (float("inf"), float("-inf"))
 
 
 def timestamp_fn(obj):
@@ -69,12 +70,15 @@ class WindowRuntime:
             ts = fields.index(self.ts_field) if self.ts_field else None
             self._inputs[(i.component, i.stream)] = (key, ts)
         self._last = (None, None, None, None)  # component, stream, key index, ts index
+        # what process reads for every tuple, fixed for the bolt's life (one tuple, one read)
+        self._hot = (self.event_time, self.ts_fn, self.derived, clock.input, self.op.add, self.track)
         self._warn = LogThrottle(10.0)
         obj.process = self.process
 
     # -- the per-tuple path --------------------------------------------------------------
     def process(self, tup):
-        # (unpacked, not tup[i]: Tuple.__getitem__ is Python code, it also takes field names)
+        # (unpacked, not tup[i]: Tuple.__getitem__ is Python code, it also takes field names;
+        # the bolt's constants come in one read of _hot)
         _, comp, stream, src, values = tup
         lc, ls, ki, ti = self._last
         if comp is not lc or stream is not ls:
@@ -86,30 +90,36 @@ class WindowRuntime:
             key = values[ki]
         else:
             key = tuple(values[i] for i in ki)
-        if self.event_time:
+        event_time, ts_fn, derived, watermark, add, track = self._hot
+        if event_time:
             try:
-                ts = values[ti] if self.ts_fn is None else self.ts_fn(values)
+                ts = values[ti] if ts_fn is None else ts_fn(values)
             except Exception as e:  # noqa: BLE001 - user code or a short tuple
                 return self.reject(tup, None, f"no timestamp: {type(e).__name__}: {e}", bad=True)
-            if type(ts) is not float and type(ts) is not int:
-                if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != ts:
+            kind = type(ts)
+            if kind is float:
+                if ts - ts:  # NaN or an infinity (0.0 for any other float): no window holds it
+                    return self.reject(tup, ts, f"timestamp {ts!r} is not a finite number", bad=True)
+            elif kind is not int:
+                if isinstance(ts, bool) or not isinstance(ts, (int, float)) or ts != ts or ts in _INFINITIES:
                     return self.reject(tup, ts, f"timestamp {ts!r} is not a number", bad=True)
-            if src in self.derived:
+            if src in derived:
                 bm = self.clock.batch_max
                 if ts > bm.get(src, ts - 1):
                     bm[src] = ts
-            wm = self.clock.input.current
+            wm = watermark.current
         else:
             ts = wm = time.time()
-        n, firings = self.op.add(key, ts, tup, wm)
+        n, firings = add(key, ts, tup, wm)
         if n is TOO_LATE:
             return self.reject(tup, ts, f"later than the allowed lateness: window over, watermark {wm}")
-        if self.track:
+        if track:
             self.remaining[id(tup)] = [tup, n]
-        for f in firings:
-            if f.late:
-                self.clock.counters["__late-count"] += 1
-            self.fire(f)
+        if firings:  # (usually none: no loop over an empty tuple)
+            for f in firings:
+                if f.late:
+                    self.clock.counters["__late-count"] += 1
+                self.fire(f)
 
     def reject(self, tup, ts, reason, bad=False):
         """A tuple no window takes: to the late stream (anchored to it) or the log; counted."""

@@ -25,6 +25,24 @@ Rows (pick with ``--only``, comma-separated, a prefix matches: ``amo``, ``bitter
   is a multilang component written with pystorm (streamparse's runtime, from PyPI in
   a virtualenv under /tmp/bittern-bench/), speaking JSON or msgpack; compared with
   ``amo-111`` (native split).
+* ``win-111``: the windowed word count (scripts/bench_topologies/windowed_word_count.py):
+  sentence i has event time ``wc_common.event_time(i)`` (10,000 sentences per event
+  second, every 7th 0.25 s out of order), the spout declares ``EventTime("ts",
+  lag=0.5)``, the split bolt emits [ts, word], the count bolt is a ``CountWindowBolt``
+  (tumbling 1 s, fields grouping on "word"): counts per (window, word), checked exactly
+  against ``wc_common.expected_window_counts(n)``. At most once 1-1-1; words/s from the
+  first sentence emitted to the last window result emitted; compared with ``amo-111``
+  (target >= 0.7) and with Bytewax's windowed word count (``bytewax-window``, target
+  >= 1). Its latency run (half the rate) measures the *window latency*: the last
+  result of a window emitted - the spout emitting that window's last tuple (p50/p99
+  over the windows), and the *watermark delay*: - the spout's watermark passing the
+  window's end (the topology's docstring says how the processes' wall clocks are
+  correlated).
+* ``win-slide-100k``: ``--win-keys`` (100,000) distinct keys (tuple i is key
+  ``k<i % K>``, same event times), ``--win-n`` tuples, counted per key in tumbling
+  1 s windows (record ``win-tumble-100k``) and in sliding 10 s windows every 1 s
+  (``win-slide-100k``): the peak RSS of the window bolt's process (target: sliding
+  <= 2x tumbling) and the windows it held open; results checked by digest.
 * ``idle-latency``: one sentence every 200 ms; the median time a word takes to
   cross the topology.
 * ``idle-cpu``: a topology whose spout emits nothing, for ~10 s: CPU % and RSS of
@@ -33,8 +51,9 @@ Rows (pick with ``--only``, comma-separated, a prefix matches: ``amo``, ``bitter
   plain PySpark ``toLocalIterator`` loop (scripts/benchkit/spark.py).
 * with ``--peers``: ``plain`` (one Python process, the floor), ``zmq`` (three
   pyzmq processes, msgpack batches of 100: the transport ceiling) and ``bytewax``
-  (stateful_map), run from ``--peers-dir`` in their own virtualenvs, created on
-  demand under /tmp/bittern-bench/.
+  (stateful_map), and ``bytewax-window`` (p3_bytewax_window.py: the windowed word
+  count, same N as ``win-111``), run from ``--peers-dir`` in their own virtualenvs,
+  created on demand under /tmp/bittern-bench/.
 
 Bittern runs use ``bittern run scripts/bench_topologies/word_count.py --until-done``
 with the engine of this tree (PYTHONPATH), engine defaults unless ``--config k=v``
@@ -70,10 +89,11 @@ except ImportError:  # run with a python that lacks psutil: use the project's vi
         os.execv(VENV_PY, [VENV_PY, os.path.abspath(__file__)] + sys.argv[1:])
     raise
 
-from benchkit.common import BITTERN_ROWS, PEER_ROWS, PROBES, WORK
+from benchkit.common import BITTERN_ROWS, PEER_ROWS, PROBES, WINDOW_ROWS, WORK
 from benchkit.peers import Peers
 from benchkit.report import Report
 from benchkit.runner import BitternRunner
+from benchkit.windowed import WindowRunner
 from benchkit.workload import Workload
 
 
@@ -82,16 +102,17 @@ from benchkit.workload import Workload
 # ---------------------------------------------------------------------------------------
 
 def select(only, peers):
-    names = (PEER_ROWS if peers else []) + list(BITTERN_ROWS) + PROBES
+    ours = list(BITTERN_ROWS) + list(WINDOW_ROWS) + PROBES
+    names = (PEER_ROWS if peers else []) + ours
     if not only:
         return names
     want = [w.strip() for w in only.split(",") if w.strip()]
-    known = list(BITTERN_ROWS) + PROBES + PEER_ROWS + ["bittern", "peers"]
+    known = ours + PEER_ROWS + ["bittern", "peers"]
     for w in want:
         if not any(k == w or k.startswith(w) for k in known):
             raise SystemExit(f"error: --only {w!r} matches no row (rows: {', '.join(known)})")
     out = []
-    for k in PEER_ROWS + list(BITTERN_ROWS) + PROBES:
+    for k in PEER_ROWS + ours:
         is_peer = k in PEER_ROWS
         hit = any(k == w or k.startswith(w) for w in want) or ("bittern" in want and not is_peer) \
             or ("peers" in want and is_peer)
@@ -112,6 +133,11 @@ def main(argv=None):
                     help="where the peers' scripts are (default: ../shared/bench beside the repo)")
     ap.add_argument("-n", type=int, default=None,
                     help="sentences per Bittern throughput run (default 300000; 20000 with --quick)")
+    ap.add_argument("--win-keys", type=int, default=None,
+                    help="distinct keys of the win-slide-100k rows (default 100000; 2000 with --quick)")
+    ap.add_argument("--win-n", type=int, default=None,
+                    help="tuples per win-slide-100k run (default 150000: 15 event seconds, 5 past the point where "
+                         "every key has its 10 sliding windows open; 20000 with --quick)")
     ap.add_argument("--lat-secs", type=float, default=None,
                     help="length of a latency run at half rate (default 4; 1.5 with --quick)")
     ap.add_argument("--idle-secs", type=float, default=None,
@@ -133,6 +159,8 @@ def main(argv=None):
         os.makedirs(WORK, exist_ok=True)
         return spark.main(a)
     a.n = a.n or (20_000 if a.quick else 300_000)
+    a.win_keys = a.win_keys or (2_000 if a.quick else 100_000)
+    a.win_n = a.win_n or (20_000 if a.quick else 150_000)
     a.lat_secs = a.lat_secs or (1.5 if a.quick else 4.0)
     a.idle_secs = a.idle_secs or (3.0 if a.quick else 8.0)
     a.peers_dir = os.path.abspath(a.peers_dir)
@@ -150,6 +178,7 @@ def main(argv=None):
         items = [k for k in items if k not in PEER_ROWS]
         peer_items = []
     bt = BitternRunner(a, workload)
+    win = WindowRunner(bt, workload, a)
     records = []
     outf = open(a.out, "a") if a.out else None
     t_start = time.time()
@@ -160,7 +189,8 @@ def main(argv=None):
         records.append(rec)
         brief = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in rec.items()
                  if k in ("row", "ok", "sent_per_s", "words_per_s", "startup_s", "peak_rss_mb", "p50_ms",
-                          "p99_ms", "foreign_cpu_pct", "problems")}
+                          "p99_ms", "wm_p99_ms", "win_bolt_rss_mb", "open_windows_peak", "foreign_cpu_pct",
+                          "problems")}
         print(f"[bench] run {run + 1}/{a.runs} {kind:10s} {json.dumps(brief)}", file=sys.stderr, flush=True)
         if outf:
             slim = {k: v for k, v in rec.items() if k not in ("counts",)}
@@ -177,12 +207,21 @@ def main(argv=None):
                         rate = th["sent_per_s"] / 2
                         n_lat = max(20, int(rate * a.lat_secs))
                         keep(bt.run_wc(item, "latency", n_lat, rate=rate), "latency", run)
+                elif item in WINDOW_ROWS:
+                    for row, window, keys in WINDOW_ROWS[item]:
+                        n = a.win_n if keys else a.n
+                        th = win.run(row, window, a.win_keys if keys else 0, "throughput", n)
+                        keep(th, "throughput", run)
+                        if not keys and th.get("ok") and th.get("sent_per_s"):
+                            rate = th["sent_per_s"] / 2
+                            n_lat = max(20, int(rate * a.lat_secs))
+                            keep(win.run(row, window, 0, "latency", n_lat, rate=rate), "latency", run)
                 elif item == "idle-latency":
                     keep(bt.run_wc("idle-latency", "latency", 10 if a.quick else 25, rate=5.0), "latency", run)
                 elif item == "idle-cpu":
                     keep(bt.idle_cpu(settle=1.0 if a.quick else 2.0, window=a.idle_secs), "idle", run)
                 elif item in PEER_ROWS:
-                    for rec in peers.run(item, a.quick):
+                    for rec in peers.run(item, a.quick, n_win=a.n):
                         keep(rec, "throughput", run)
     except KeyboardInterrupt:
         notes.append("interrupted: partial results")

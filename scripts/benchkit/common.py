@@ -11,6 +11,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 VENV_PY = os.path.join(ROOT, ".venv", "bin", "python")
 TOPOLOGY = os.path.join(ROOT, "scripts", "bench_topologies", "word_count.py")
+WIN_TOPOLOGY = os.path.join(ROOT, "scripts", "bench_topologies", "windowed_word_count.py")
 WORK = "/tmp/bittern-bench"
 SAMPLE_EVERY = 0.05
 FOREIGN_CPU_WARN = 50.0  # % of one core used by other processes during a run
@@ -34,8 +35,14 @@ ROW_SPLIT = {"ml-json-111": "json", "ml-msgpack-111": "msgpack"}  # multilang sp
 ROW_CONFIG = {  # extra config of a row (before --config)
     "eo-111": {"topology.stateful.checkpoint.interval.seconds": 1},
 }
+# Windowed rows (scripts/bench_topologies/windowed_word_count.py, at most once 1-1-1):
+# key: [(record row, BENCH_WINDOW, keys: 0 = the word count, else the --win-keys key mode)]
+WINDOW_ROWS = {
+    "win-111": [("win-111", "tumbling", 0)],
+    "win-slide-100k": [("win-tumble-100k", "tumbling", "keys"), ("win-slide-100k", "sliding", "keys")],
+}
 PROBES = ["idle-latency", "idle-cpu"]
-PEER_ROWS = ["plain", "zmq", "bytewax"]
+PEER_ROWS = ["plain", "zmq", "bytewax", "bytewax-window"]
 
 # Targets of the benchmark's issue (reported, never asserted).
 TARGET_VS_BYTEWAX = 1.0
@@ -47,6 +54,9 @@ TARGET_IDLE_CROSS_MS = 10.0
 TARGET_IDLE_CPU_PCT = 1.0
 TARGET_BOLT_RSS_MB = 40.0
 TARGET_WC_RSS_MB = 300.0
+TARGET_WIN_OVER_AMO = 0.70  # windowed word count / plain word count, at most once 1-1-1
+TARGET_WIN_VS_BYTEWAX = 1.0  # ... / Bytewax's windowed word count
+TARGET_SLIDE_OVER_TUMBLE_RSS = 2.0  # window bolt peak RSS, sliding 10 s / 1 s vs tumbling, 100k keys
 
 
 def bittern_python():

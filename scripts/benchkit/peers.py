@@ -1,4 +1,5 @@
-"""The peers' rows: plain Python, a raw pyzmq pipeline and Bytewax, from ../shared/bench."""
+"""The peers' rows: plain Python, a raw pyzmq pipeline, Bytewax and Bytewax's windowed word
+count, from ../shared/bench."""
 from __future__ import annotations
 
 import json
@@ -67,7 +68,7 @@ class Peers:
         self.py[name] = py
         return py
 
-    def commands(self, row, quick):
+    def commands(self, row, quick, n_win=None):
         """[(label, cmd, env)] for a peer row, or [] (with a note) when it cannot run."""
         d = self.dir
         if row == "plain":
@@ -84,11 +85,18 @@ class Peers:
             n = 100_000 if quick else 500_000
             flow = f"p3_bytewax:get_flow(n={n}, variant='stateful_map', batch=1000)"
             return [("bytewax", [py, "-m", "bytewax.run", flow], {"PYTHONPATH": d})] if py else []
+        if row == "bytewax-window":  # the same n as the Bittern windowed row (-n)
+            if not os.path.exists(os.path.join(d, "p3_bytewax_window.py")):
+                self.notes.append(f"peer bytewax-window skipped: {d}/p3_bytewax_window.py not found")
+                return []
+            py = self.venv("bytewax")
+            flow = f"p3_bytewax_window:get_flow(n={n_win or (20_000 if quick else 300_000)})"
+            return [("bytewax-window", [py, "-m", "bytewax.run", flow], {"PYTHONPATH": d})] if py else []
         raise ValueError(row)
 
-    def run(self, row, quick):
+    def run(self, row, quick, n_win=None):
         recs = []
-        for label, cmd, env in self.commands(row, quick):
+        for label, cmd, env in self.commands(row, quick, n_win):
             m = Measured(cmd, env, timeout=self.args.timeout, cwd=self.dir).wait()
             got = False
             for line in m.out.splitlines():

@@ -6,7 +6,7 @@ import statistics as st
 import sys
 
 
-from .common import FOREIGN_CPU_WARN, TARGET_ALO_OVER_AMO, TARGET_BOLT_RSS_MB, TARGET_EO_OVER_ALO, TARGET_IDLE_CPU_PCT, TARGET_IDLE_CROSS_MS, TARGET_P99_MS, TARGET_VS_BYTEWAX, TARGET_VS_ZMQ, TARGET_WC_RSS_MB
+from .common import FOREIGN_CPU_WARN, TARGET_ALO_OVER_AMO, TARGET_BOLT_RSS_MB, TARGET_EO_OVER_ALO, TARGET_IDLE_CPU_PCT, TARGET_IDLE_CROSS_MS, TARGET_P99_MS, TARGET_SLIDE_OVER_TUMBLE_RSS, TARGET_VS_BYTEWAX, TARGET_VS_ZMQ, TARGET_WC_RSS_MB, TARGET_WIN_OVER_AMO, TARGET_WIN_VS_BYTEWAX
 
 
 # ---------------------------------------------------------------------------------------
@@ -91,6 +91,39 @@ class Report:
         a, b = self.words_by_run(num), self.words_by_run(den)
         return [a[i] / b[i] for i in sorted(set(a) & set(b))]
 
+    def field_ratio(self, num, den, field):
+        """Per run: ``field`` of row ``num`` / of row ``den`` (ok throughput runs)."""
+        def by_run(row):
+            return {r["run"]: r.get(field) for r in self.by(row, "throughput") if r.get("ok") and r.get(field)}
+        a, b = by_run(num), by_run(den)
+        return [a[i] / b[i] for i in sorted(set(a) & set(b))]
+
+    def window_table(self):
+        """The windowed rows: throughput, window latency, the window bolt's memory."""
+        rows = []
+        for row in self.rows_present("throughput"):
+            th = [r for r in self.by(row, "throughput") if r.get("ok")]
+            if not th or "window" not in th[0]:
+                continue
+            la = [r for r in self.by(row, "latency") if r.get("ok")]
+            rows.append([
+                row, th[0]["window"] + (f", {th[0]['keys']} keys" if th[0].get("keys") else ", words"),
+                fmt([r.get("words_per_s") for r in th], human),
+                fmt([r.get("p50_ms") for r in la], ms) + " / " + fmt([r.get("p99_ms") for r in la], ms)
+                if la else "-",
+                fmt([r.get("wm_p50_ms") for r in la], ms) + " / " + fmt([r.get("wm_p99_ms") for r in la], ms)
+                if la else "-",
+                fmt([r.get("p50_ms") for r in th], ms) + " / " + fmt([r.get("p99_ms") for r in th], ms),
+                fmt([r.get("win_bolt_rss_mb") for r in th], f1),
+                fmt([r.get("open_windows_peak") for r in th], human),
+                fmt([r.get("windows_fired") for r in th], human),
+            ])
+        if not rows:
+            return ""
+        return table(["row", "windows, keys", "words/s", "window lat. p50 / p99 ms (half rate)",
+                      "watermark delay p50 / p99 ms (half rate)", "window lat. p50 / p99 ms (full rate)",
+                      "window bolt peak RSS MB", "open windows (peak)", "results"], rows)
+
     def cpu_table(self):
         groups = ["sentence", "split", "count", "stmgr", "tmaster", "supervisor", "bittern-cli"]
         rows = []
@@ -141,7 +174,8 @@ class Report:
             out.append(table(headers, rows))
             out.append("ok: runs whose final counts were exactly the expected ones (Bittern: throughput + latency "
                        "runs; at least once also needs every tree acked, none failed); p50/p99: end-to-end, spout "
-                       "emit -> count bolt, at half the rate of the throughput run; peak RSS: summed over the "
+                       "emit -> count bolt (win-111: window latency, below), at half the rate of the throughput "
+                       "run; peak RSS: summed over the "
                        "whole process tree (procs: most processes seen at once)")
         cpu = self.cpu_table()
         if cpu:
@@ -149,6 +183,17 @@ class Report:
                        "word counted:\n% of one core (all tasks of a component added up) and CPU ns per word "
                        "(2 cores = 200%):")
             out.append(cpu)
+        win = self.window_table()
+        if win:
+            out.append("\nwindowed rows (event time, at most once 1-1-1; win-*-100k: tuples/s in words/s): "
+                       "window latency = a window's last result emitted - the spout emitting the window's last "
+                       "tuple (p50/p99 over the windows of a run); watermark delay = that result - the spout's "
+                       "watermark (largest timestamp - lag 0.5 s) reaching the window's end, i.e. the engine's "
+                       "part: the watermark interval (topology.watermark.interval.ms), flushes and the trip; "
+                       "window bolt RSS: peak of the count task's process; open windows: (key, window) "
+                       "accumulators the task held when a window start first fired; results: (key, window) "
+                       "results emitted")
+            out.append(win)
         probes = []
         il = self.by("idle-latency", "latency")
         if il:
@@ -200,6 +245,18 @@ class Report:
             if f"eo-{par}" in self.rows_present("throughput") and f"alo-{par}" in self.rows_present("throughput"):
                 ratios.append((f"EO / ALO {par[0]}-{par[1]}-{par[2]}", self.ratio(f"eo-{par}", f"alo-{par}"),
                                f">= {TARGET_EO_OVER_ALO:.2f}", TARGET_EO_OVER_ALO))
+        present = self.rows_present("throughput")
+        bww = next((r for r in present if r.startswith("bytewax-window:")), None)
+        if "win-111" in present:
+            if "amo-111" in present:
+                ratios.append(("windowed word count / word count, AMO 1-1-1 (words/s)", self.ratio("win-111", "amo-111"),
+                               f">= {TARGET_WIN_OVER_AMO:.2f}", TARGET_WIN_OVER_AMO))
+            if bww:
+                ratios.append(("Bittern windowed 1-1-1 / Bytewax windowed word count (words/s)",
+                               self.ratio("win-111", bww), f">= {TARGET_WIN_VS_BYTEWAX:.2f}", TARGET_WIN_VS_BYTEWAX))
+        if "win-slide-100k" in present and "win-tumble-100k" in present:
+            ratios.append(("100k keys: sliding 10 s/1 s / tumbling 1 s, tuples/s",
+                           self.ratio("win-slide-100k", "win-tumble-100k"), "", None))
         for ser in ("json", "msgpack"):
             if f"ml-{ser}-111" in self.rows_present("throughput") and "amo-111" in self.rows_present("throughput"):
                 ratios.append((f"multilang {ser} split (pystorm) / native, AMO 1-1-1",
@@ -209,6 +266,11 @@ class Report:
                 ratios.append((f"{rel.upper()} 1-2-2 (2 containers) / 1-1-1", self.ratio(f"{rel}-122", f"{rel}-111"),
                                "", None))
         targets = []
+        rss_ratio = None
+        if "win-slide-100k" in present and "win-tumble-100k" in present:
+            rss_ratio = self.field_ratio("win-slide-100k", "win-tumble-100k", "win_bolt_rss_mb")
+            ratios.append(("100k keys: window bolt peak RSS, sliding / tumbling", rss_ratio,
+                           f"<= {TARGET_SLIDE_OVER_TUMBLE_RSS:.2f}", None))
         if ratios:
             out.append("\nratios (computed per run, between rows of the same run):")
             out.append(table(["ratio", "median [min-max]", "target"],
@@ -216,6 +278,10 @@ class Report:
             for name, v, t, thr in ratios:
                 if thr is not None:
                     targets.append((name, fmt(v, f2), t, median_or_none(v), lambda m, thr=thr: m >= thr))
+        if rss_ratio is not None:
+            targets.append(("100k keys: window bolt peak RSS, sliding / tumbling", fmt(rss_ratio, f2),
+                            f"<= {TARGET_SLIDE_OVER_TUMBLE_RSS:.2f}", median_or_none(rss_ratio),
+                            lambda m: m <= TARGET_SLIDE_OVER_TUMBLE_RSS))
         la = [r for r in self.by("amo-111", "latency") if r.get("ok")]
         if la:
             targets.append(("p99 latency at half the max rate, AMO 1-1-1 (ms)",

@@ -30,9 +30,9 @@ class BitternRunner:
                 raise SystemExit(f"error: --config {kv!r}: expected key=value")
             self.extra[k] = v
 
-    def cmd(self, name, confs, until_done=True, duration=None):
-        c = [self.py, "-m", "bittern", "run", TOPOLOGY, "--name", name, "--json",
-             "--drain-timeout", "60"]
+    def cmd(self, name, confs, until_done=True, duration=None, topology=TOPOLOGY, drain_timeout=60):
+        c = [self.py, "-m", "bittern", "run", topology, "--name", name, "--json",
+             "--drain-timeout", str(drain_timeout)]
         if until_done:
             c.append("--until-done")
         if duration:
