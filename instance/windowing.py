@@ -19,9 +19,10 @@ import logging
 import time
 
 from bittern.api.tuple import Tuple
-from bittern.api.windows import TupleWindow, Window, WindowSpan
+from bittern.api.windows import AggregatingWindowBolt, TupleWindow, Window, WindowSpan
 from bittern.lograte import Throttle as LogThrottle
-from bittern.time.windowing import TOO_LATE, WindowOperator
+from bittern.time.slicing import make_operator
+from bittern.time.windowing import TOO_LATE
 
 log = logging.getLogger("bittern.instance")
 _new_tuple = tuple.__new__
@@ -51,9 +52,10 @@ class WindowRuntime:
         self.event_time = t["event_time"]
         self.aggregating = t["aggregating"]
         self.track = inst.acking
-        self.op = WindowOperator(Window.from_dict(t["window"]), clock.timers,
-                                 aggregate=obj if self.aggregating else None, event_time=self.event_time,
-                                 lateness=t["lateness"], track=self.track)
+        self.op = make_operator(Window.from_dict(t["window"]), clock.timers,
+                                aggregate=obj if self.aggregating else None, event_time=self.event_time,
+                                lateness=t["lateness"], track=self.track,
+                                mergeable=getattr(type(obj), "merge", None) is not AggregatingWindowBolt.merge)
         self.late_stream = t.get("late_stream")
         self.remaining = {}  # at least once: id(tuple) -> [tuple, windows it is still in]
         self.ts_field, self.ts_fn = t.get("timestamp_field"), timestamp_fn(obj)

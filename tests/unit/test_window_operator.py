@@ -604,3 +604,60 @@ def test_snapshot_of_an_empty_key_is_none():
     op = WindowOperator(Window.tumbling(1), q, aggregate=Ids())
     assert op.snapshot_key("nobody", list) is None
     assert op.keys() == set()
+
+
+# -- sliced sliding windows (bittern/time/slicing.py) give the per-window operator's results --------
+
+@pytest.mark.parametrize("length,every,lateness", [(4, 1, 0.0), (4, 2, 3.0), (6, 3, 0.0), (2, 2, 1.0),
+                                                   (1.5, 0.5, 0.0), (10, 1, 5.0)])
+def test_sliced_sliding_windows_fire_exactly_as_the_per_window_operator(length, every, lateness):
+    from bittern.time.slicing import SlicedWindowOperator, make_operator
+    window = Window.sliding(length, every)
+    assert isinstance(make_operator(window, TimerQueue(), Ids(), mergeable=True), SlicedWindowOperator)
+    for seed in SEEDS:
+        events = scenario(random.Random(seed), scale=2)
+        plain = Run(window, lateness=lateness)
+        sliced = Run(window, lateness=lateness)
+        sliced.op = SlicedWindowOperator(window, sliced.q, Ids(), lateness=lateness)
+        play(plain, events)
+        play(sliced, events)
+        assert recs(sliced.firings) == recs(plain.firings), seed
+        assert sliced.too_late == plain.too_late
+        assert sliced.op.open_windows() == 0 and not sliced.op.nxt and len(sliced.q) == 0
+
+
+def test_sliced_sliding_windows_keep_one_accumulator_and_one_timer_per_key():
+    from bittern.time.slicing import SlicedWindowOperator
+    window = Window.sliding(10, 1)
+    run = Run(window)
+    run.op = SlicedWindowOperator(window, run.q, Ids())
+    for i in range(1000):
+        run.add(T(i, f"k{i}", 5.5))  # 1000 keys, each seen once
+    assert run.op.open_windows() == 1000 and len(run.q) == 1000  # per-window: 10,000 of each
+    run.advance(POS_INF)
+    assert len(run.firings) == 10 * 1000 and run.op.open_windows() == 0
+
+
+def test_sliced_windows_survive_a_snapshot():
+    from bittern.time.slicing import SlicedWindowOperator
+    window = Window.sliding(4, 1)
+    events = scenario(random.Random(3), scale=2)
+    half = len(events) // 2
+    whole = Run(window)
+    whole.op = SlicedWindowOperator(window, whole.q, Ids())
+    play(whole, events)
+    first = Run(window)
+    first.op = SlicedWindowOperator(window, first.q, Ids())
+    play(first, events, upto=half)
+    docs = {k: first.op.snapshot_key(k, list) for k in first.op.keys()}
+    timers = first.q.by_key()
+    again = Run(window)
+    again.op = SlicedWindowOperator(window, again.q, Ids())
+    again.wm = first.wm
+    for k, entries in timers.items():
+        again.q.load(k, entries)
+    for k, doc in docs.items():
+        if doc is not None:
+            again.op.load_key(k, doc, tuple)
+    play(again, events[half:])
+    assert recs(first.firings + again.firings) == recs(whole.firings)
