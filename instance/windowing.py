@@ -146,7 +146,12 @@ class WindowRuntime:
     # -- firing --------------------------------------------------------------------------
     def on_timer(self, key, tag):
         f = self.op.on_timer(key, tag)
-        if f is not None:
+        if f is None:
+            return
+        if isinstance(f, list):  # (sliced sliding windows: every key due at one window end)
+            for one in f:
+                self.fire(one)
+        else:
             self.fire(f)
 
     def fire(self, f):
