@@ -28,11 +28,23 @@ renames it to its final name and fsyncs the directory. A crash at any point
 leaves either no file under the final name or the whole file, never a prefix;
 leftover temp files (dot-names) are never read and go with their directory.
 
-Integrity. Each file starts with a 17-byte header: magic ``BTCK``, a format
-byte, the payload length (8 bytes, big-endian) and its CRC-32 (4 bytes). ``load``
-checks all three and raises :class:`CheckpointCorrupt` naming the file, so a
-file damaged after it was written (a torn copy, a bad disk, a truncated sync
-to a shared directory) is reported, not restored.
+Integrity. Each file starts with a header: magic ``BTCK``, a format byte, the
+payload length (8 bytes, big-endian) and its CRC-32 (4 bytes): 17 bytes in
+version 1; version 2 adds the *parent* checkpoint id (8 bytes), covered by the
+CRC too. ``load`` checks all of it and raises :class:`CheckpointCorrupt` naming
+the file, so a file damaged after it was written (a torn copy, a bad disk, a
+truncated sync to a shared directory) is reported, not restored.
+
+Incremental checkpoints (chains). A task's file is either a full snapshot (a
+*base*: written with a version-1 header, exactly as before deltas existed, so
+older readers and savepoints keep working) or a *delta* on its own file of an
+earlier, complete checkpoint, the parent, named in the version-2 header (see
+:mod:`bittern.api.deltas`). ``load`` resolves the chain, base first, and returns
+the full state, so readers (restore, rescale, savepoints) never see a delta; a
+missing or corrupt link raises naming that link's file. ``prune`` reads only the
+headers to keep every checkpoint directory that a kept checkpoint's files
+reference, transitively, and ``mark_complete`` refuses a checkpoint whose chain
+has a missing link (so a broken chain is never recorded as complete).
 """
 from __future__ import annotations
 
@@ -48,9 +60,13 @@ from dataclasses import dataclass
 from .errors import BitternError, ConfigError
 
 MAGIC = b"BTCK"
-FILE_VERSION = 1
+FILE_VERSION = 1  # a base (full state)
+CHAIN_VERSION = 2  # carries the parent checkpoint id (0: none, a base)
 _HEADER = struct.Struct(">4sBQI")  # magic, version, payload length, crc32
+_PARENT = struct.Struct(">Q")  # version 2: the parent checkpoint id, after the version-1 fields
 HEADER_SIZE = _HEADER.size
+HEADER2_SIZE = _HEADER.size + _PARENT.size
+MAX_CHAIN = 10_000  # links followed before a chain is called corrupt (a cycle)
 _TASK_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _FILE_RE = re.compile(r"^task-(.+)\.bin$")
 
@@ -67,31 +83,100 @@ class CheckpointCorrupt(CheckpointError):
     """A checkpoint file whose header or checksum does not match its contents."""
 
 
-def encode_file(data):
-    """``data`` with the integrity header in front."""
-    return _HEADER.pack(MAGIC, FILE_VERSION, len(data), zlib.crc32(data)) + data
+def _chunks(data):
+    return list(data) if isinstance(data, (list, tuple)) else [data]
+
+
+def file_header(chunks, parent=0):
+    """The header of a file whose payload is ``chunks`` (byte strings, concatenated):
+    version 1 for a base (``parent`` 0), version 2 naming the parent otherwise."""
+    length = sum(len(c) for c in chunks)
+    if not parent:
+        crc = 0
+        for c in chunks:
+            crc = zlib.crc32(c, crc)
+        return _HEADER.pack(MAGIC, FILE_VERSION, length, crc)
+    p = _PARENT.pack(parent)
+    crc = zlib.crc32(p)
+    for c in chunks:
+        crc = zlib.crc32(c, crc)
+    return _HEADER.pack(MAGIC, CHAIN_VERSION, length, crc) + p
+
+
+def encode_file(data, parent=0):
+    """``data`` (bytes, or a list of byte chunks) with the integrity header in front;
+    ``parent``: the checkpoint a delta applies to (0: a base)."""
+    chunks = _chunks(data)
+    return b"".join([file_header(chunks, parent), *chunks])
+
+
+def _parse_header(head, path):
+    """``(version, length, crc, parent, header size)`` of a file starting with ``head``."""
+    if len(head) < HEADER_SIZE:
+        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: {len(head)} bytes, shorter than "
+                                f"its {HEADER_SIZE}-byte header")
+    magic, version, length, crc = _HEADER.unpack_from(head)
+    if magic != MAGIC:
+        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: it does not start with {MAGIC!r}")
+    if version == FILE_VERSION:
+        return version, length, crc, 0, HEADER_SIZE
+    if version != CHAIN_VERSION:
+        raise CheckpointCorrupt(f"checkpoint file {path}: format version {version} is not supported "
+                                f"(this Bittern reads versions {FILE_VERSION}..{CHAIN_VERSION})")
+    if len(head) < HEADER2_SIZE:
+        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: {len(head)} bytes, shorter than "
+                                f"its {HEADER2_SIZE}-byte header")
+    (parent,) = _PARENT.unpack_from(head, HEADER_SIZE)
+    return version, length, crc, parent, HEADER2_SIZE
+
+
+def unpack_file(blob, path="<bytes>"):
+    """``(parent, payload)`` of a checkpoint file, after checking its header (parent 0:
+    a base); raises :class:`CheckpointCorrupt` naming ``path``."""
+    version, length, crc, parent, size = _parse_header(blob, path)
+    payload = memoryview(blob)[size:]
+    _verify(blob[HEADER_SIZE:size], payload, length, crc, path)
+    return parent, bytes(payload)
+
+
+def _verify(parent_bytes, payload, length, crc, path):
+    if len(payload) != length:
+        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: the header says {length} bytes of "
+                                f"state, the file holds {len(payload)}")
+    got = zlib.crc32(payload, zlib.crc32(parent_bytes) if parent_bytes else 0)
+    if got != crc:
+        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: CRC-32 mismatch "
+                                f"(header {crc:#010x}, contents {got:#010x})")
 
 
 def decode_file(blob, path="<bytes>"):
     """The payload of a checkpoint file, after checking its header; raises
-    :class:`CheckpointCorrupt` naming ``path``."""
-    if len(blob) < HEADER_SIZE:
-        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: {len(blob)} bytes, shorter than "
-                                f"its {HEADER_SIZE}-byte header")
-    magic, version, length, crc = _HEADER.unpack_from(blob)
-    if magic != MAGIC:
-        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: it does not start with {MAGIC!r}")
-    if version != FILE_VERSION:
-        raise CheckpointCorrupt(f"checkpoint file {path}: format version {version} is not supported "
-                                f"(this Bittern reads version {FILE_VERSION})")
-    payload = memoryview(blob)[HEADER_SIZE:]
-    if len(payload) != length:
-        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: the header says {length} bytes of "
-                                f"state, the file holds {len(payload)}")
-    if zlib.crc32(payload) != crc:
-        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: CRC-32 mismatch "
-                                f"(header {crc:#010x}, contents {zlib.crc32(payload):#010x})")
-    return bytes(payload)
+    :class:`CheckpointCorrupt` naming ``path``. (A delta's payload is a delta: see
+    :meth:`CheckpointStore.load` for the full state.)"""
+    return unpack_file(blob, path)[1]
+
+
+def read_file(path):
+    """``(parent, payload)`` of the checkpoint file at ``path``, verified. The header and
+    the payload are read separately, so the payload is never copied (a copy of a large
+    state would hold the GIL; reads and the CRC of a large buffer release it). Unbuffered:
+    a buffered reader joins what it buffered with the rest, a copy of the whole file."""
+    with open(path, "rb", buffering=0) as f:
+        head = f.read(HEADER_SIZE)
+        if len(head) == HEADER_SIZE and head[4] == CHAIN_VERSION:
+            head += f.read(_PARENT.size)
+        version, length, crc, parent, size = _parse_header(head, path)
+        payload = f.read()
+    _verify(head[HEADER_SIZE:size], payload, length, crc, path)
+    return parent, payload
+
+
+def read_parent(path):
+    """The parent checkpoint id in the header of the file at ``path`` (0: a base),
+    reading only the header."""
+    with open(path, "rb") as f:
+        head = f.read(HEADER2_SIZE)
+    return _parse_header(head, path)[3]
 
 
 def _fsync_dir(path):
@@ -167,18 +252,29 @@ class CheckpointStore:
         return os.path.join(self.checkpoint_dir(checkpoint_id), f"task-{_check_task(task)}.bin")
 
     # -- tasks' side
-    def save(self, checkpoint_id, task, data):
+    def save(self, checkpoint_id, task, data, parent=0):
         """Save ``task``'s state for ``checkpoint_id`` atomically and durably. Saving
         again before the checkpoint is complete replaces the file; a complete
-        checkpoint is immutable."""
-        if not isinstance(data, (bytes, bytearray, memoryview)):
+        checkpoint is immutable. ``data``: bytes, or a list of byte chunks (written one
+        after the other, never joined); ``parent``: for a delta, the checkpoint it
+        applies to (this task's file there must exist), 0 for a base."""
+        chunks = _chunks(data)
+        if not all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks):
             raise CheckpointError(f"checkpoint {checkpoint_id} task {task}: state must be bytes, "
                                   f"got {type(data).__name__}")
         final = self.path(checkpoint_id, task)
+        if parent:
+            _check_id(parent)
+            if parent >= checkpoint_id:
+                raise CheckpointError(f"checkpoint {checkpoint_id} task {task}: a delta's parent must be an "
+                                      f"earlier checkpoint, got {parent}")
+            if not os.path.isfile(self.path(parent, task)):
+                raise CheckpointMissing(f"checkpoint {checkpoint_id} task {task}: the delta's parent "
+                                        f"{self.path(parent, task)} is missing (pruned?)")
         if self.sm.get(f"{self.meta}/{checkpoint_id}") is not None:
             raise CheckpointError(f"checkpoint {checkpoint_id} of {self.topology!r} is already complete: "
                                   f"task {task} cannot save into it")
-        tmp = self._write_temp(checkpoint_id, task, data)
+        tmp = self._write_temp(checkpoint_id, task, chunks, parent)
         try:
             os.replace(tmp, final)
         except BaseException:
@@ -190,16 +286,19 @@ class CheckpointStore:
         _fsync_dir(os.path.dirname(final))
         return final
 
-    def _write_temp(self, checkpoint_id, task, data):
+    def _write_temp(self, checkpoint_id, task, data, parent=0):
         """Step one of ``save``: the whole file, synced, under a temp name in the final
         directory (the same file system, so the rename is atomic). A crash after this
         step leaves only the temp file, which nothing reads."""
+        chunks = _chunks(data)
         d = self.checkpoint_dir(checkpoint_id)
         _makedirs_durable(d)
         fd, tmp = tempfile.mkstemp(dir=d, prefix=f".tmp-task-{_check_task(task)}-")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(encode_file(bytes(data)))
+                f.write(file_header(chunks, parent))
+                for c in chunks:  # (large writes release the GIL; no joined copy)
+                    f.write(c)
                 f.flush()
                 os.fsync(f.fileno())
         except BaseException:
@@ -210,17 +309,99 @@ class CheckpointStore:
             raise
         return tmp
 
-    def load(self, checkpoint_id, task):
-        """The bytes ``task`` saved for ``checkpoint_id``, verified; raises
-        :class:`CheckpointMissing` or :class:`CheckpointCorrupt` (naming the file)."""
+    def load_file(self, checkpoint_id, task, link_of=None):
+        """``(parent, payload)`` of ``task``'s own file in ``checkpoint_id``, verified
+        (parent 0: a base). ``link_of``: the checkpoint whose chain this file is a link
+        of (for the error message)."""
         path = self.path(checkpoint_id, task)
         try:
-            with open(path, "rb") as f:
-                blob = f.read()
+            parent, payload = read_file(path)
         except FileNotFoundError:
+            if link_of is not None:
+                raise CheckpointMissing(f"checkpoint {link_of} of {self.topology!r}, task {task}: its chain "
+                                        f"needs checkpoint {checkpoint_id}, whose file {path} is missing "
+                                        f"(pruned, or deleted by hand?)") from None
             raise CheckpointMissing(f"checkpoint {checkpoint_id} of {self.topology!r} has no state for "
                                     f"task {task} (no file {path})") from None
-        return decode_file(blob, path)
+        if parent and parent >= checkpoint_id:
+            raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: its parent {parent} is not an "
+                                    f"earlier checkpoint")
+        return parent, payload
+
+    def load_chain(self, checkpoint_id, task):
+        """The payloads of ``task``'s chain ending at ``checkpoint_id``, base first, as
+        ``[(checkpoint id, payload)...]``."""
+        chain = []
+        cid, link_of = checkpoint_id, None
+        while True:
+            parent, payload = self.load_file(cid, task, link_of)
+            chain.append((cid, payload))
+            if not parent:
+                break
+            if len(chain) > MAX_CHAIN:
+                raise CheckpointCorrupt(f"checkpoint {checkpoint_id} task {task}: chain longer than "
+                                        f"{MAX_CHAIN} links (a cycle?)")
+            cid, link_of = parent, checkpoint_id
+        chain.reverse()
+        return chain
+
+    def resolve_doc(self, checkpoint_id, task):
+        """The full state document (``bittern.api.deltas.read_doc`` form) of ``task`` in
+        ``checkpoint_id``: its chain resolved, one link decoded at a time."""
+        from .api.deltas import read_doc, resolve
+        chain = self.load_chain(checkpoint_id, task)
+
+        def docs():
+            for i, (cid, payload) in enumerate(chain):
+                doc = self._read_link(read_doc, cid, task, payload)
+                chain[i] = None  # (the payload is no longer needed)
+                if i and doc.get("parent") != ids[i - 1]:
+                    raise CheckpointCorrupt(f"checkpoint file {self.path(cid, task)} is corrupt: its header "
+                                            f"names parent {ids[i - 1]}, its state {doc.get('parent')}")
+                yield doc
+        ids = [c for c, _ in chain]
+        try:
+            return resolve(docs())
+        except CheckpointError:
+            raise
+        except Exception as e:  # StateFormatError: a chain that does not fit together
+            raise CheckpointCorrupt(f"checkpoint {checkpoint_id} task {task}: cannot resolve its chain "
+                                    f"{ids}: {e}") from e
+
+    def _read_link(self, read_doc, cid, task, payload):
+        from .api.state import StateFormatError
+        try:
+            return read_doc(payload)
+        except StateFormatError as e:
+            raise CheckpointCorrupt(f"checkpoint file {self.path(cid, task)}: {e}") from e
+
+    def load(self, checkpoint_id, task):
+        """The full state ``task`` saved for ``checkpoint_id`` (a delta's chain resolved:
+        its base, then each delta), verified; raises :class:`CheckpointMissing` or
+        :class:`CheckpointCorrupt` naming the file (the missing or damaged link)."""
+        parent, payload = self.load_file(checkpoint_id, task)
+        if not parent:
+            return payload
+        from .api.deltas import encode_doc
+        return b"".join(encode_doc(self.resolve_doc(checkpoint_id, task)))
+
+    def chain(self, checkpoint_id, task):
+        """The checkpoint ids of ``task``'s chain ending at ``checkpoint_id``, base first,
+        from the files' headers only; raises :class:`CheckpointMissing` for a missing
+        link."""
+        ids = [checkpoint_id]
+        while True:
+            path = self.path(ids[-1], task)
+            try:
+                parent = read_parent(path)
+            except FileNotFoundError:
+                raise CheckpointMissing(f"checkpoint {checkpoint_id} of {self.topology!r}, task {task}: "
+                                        f"no file {path} in its chain") from None
+            if not parent:
+                return ids[::-1]
+            if parent >= ids[-1] or len(ids) > MAX_CHAIN:
+                raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: parent {parent}")
+            ids.append(parent)
 
     def tasks_saved(self, checkpoint_id):
         """The tasks with a state file in ``checkpoint_id`` (temp files excluded), sorted."""
@@ -250,6 +431,12 @@ class CheckpointStore:
         if missing:
             raise CheckpointMissing(f"checkpoint {checkpoint_id} of {self.topology!r} cannot be complete: "
                                     f"no state saved for tasks {missing} (in {self.checkpoint_dir(checkpoint_id)})")
+        for t in tasks:  # a delta whose chain lost a link must not become a restore point
+            try:
+                self.chain(checkpoint_id, t)
+            except CheckpointError as e:
+                raise CheckpointMissing(f"checkpoint {checkpoint_id} of {self.topology!r} cannot be complete: "
+                                        f"{e}") from None
         doc = {"id": checkpoint_id, "tasks": tasks, "completed_at": self._clock()}
         if layout is not None:
             doc["layout"] = layout
@@ -284,8 +471,12 @@ class CheckpointStore:
 
     def prune(self):
         """Delete all but the newest ``keep`` complete checkpoints, and every incomplete
-        one older than the newest complete. Metadata goes first: a crash in between
-        leaves only unreferenced files, which the next prune removes."""
+        one older than the newest complete, except the directories a kept checkpoint's
+        files (or a newer, in-flight one's) reference as parents, transitively: a
+        delta's chain stays whole while the delta is kept. (Such a referenced older
+        checkpoint loses its metadata, so it is no restore point of its own; its files
+        stay as links.) Metadata goes first: a crash in between leaves only
+        unreferenced files, which the next prune removes."""
         complete = self.complete_ids()
         if not complete:
             return []
@@ -296,14 +487,39 @@ class CheckpointStore:
             if cid not in kept:
                 self.sm.delete(f"{self.meta}/{cid}")
                 removed.append(cid)
-        for cid in self._dir_ids():
-            if cid not in kept and cid < newest:
+        dirs = self._dir_ids()
+        linked = self._referenced(kept | {c for c in dirs if c > newest})
+        for cid in dirs:
+            if cid not in kept and cid not in linked and cid < newest:
                 shutil.rmtree(os.path.join(self.dir, str(cid)), ignore_errors=True)
                 if cid not in removed:
                     removed.append(cid)
         if removed and os.path.isdir(self.dir):
             _fsync_dir(self.dir)
         return sorted(removed)
+
+    def _referenced(self, roots):
+        """The checkpoint ids the files of ``roots`` reference as parents, transitively
+        (headers only; an unreadable header references nothing)."""
+        seen, todo = set(), sorted(roots)
+        while todo:
+            cid = todo.pop()
+            d = os.path.join(self.dir, str(cid))
+            try:
+                names = os.listdir(d)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                if not _FILE_RE.match(name):
+                    continue
+                try:
+                    parent = read_parent(os.path.join(d, name))
+                except (OSError, CheckpointError):
+                    continue
+                if parent and parent not in seen:
+                    seen.add(parent)
+                    todo.append(parent)
+        return seen
 
     def delete_all(self):
         """Remove every checkpoint of the topology (files and metadata): for ``kill``."""
@@ -369,6 +585,8 @@ class CheckpointSettings:
     keep: int
     key_groups: int
     barrier_buffer_max_tuples: int
+    incremental: bool = True  # bittern.checkpoint.incremental
+    max_deltas: int = 8  # bittern.checkpoint.incremental.max.deltas
 
 
 def checkpoint_settings(conf, home=None):
@@ -386,10 +604,17 @@ def checkpoint_settings(conf, home=None):
             raise ConfigError(f"{key} must be a whole number >= 1, got {val!r}")
     if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
         raise ConfigError(f"bittern.barrier.buffer.max.tuples must be a whole number >= 0, got {bound!r}")
+    incremental = conf.get("bittern.checkpoint.incremental", True)
+    max_deltas = conf.get("bittern.checkpoint.incremental.max.deltas", 8)
+    if not isinstance(incremental, bool):
+        raise ConfigError(f"bittern.checkpoint.incremental must be true or false, got {incremental!r}")
+    if isinstance(max_deltas, bool) or not isinstance(max_deltas, int) or max_deltas < 0:
+        raise ConfigError(f"bittern.checkpoint.incremental.max.deltas must be a whole number >= 0, "
+                          f"got {max_deltas!r}")
     if not root:
         if home is None:
             from .state.local import default_home
             home = default_home()
         root = os.path.join(home, "checkpoints")
     root = os.path.abspath(os.path.expanduser(root))
-    return CheckpointSettings(float(interval), root, keep, groups, bound)
+    return CheckpointSettings(float(interval), root, keep, groups, bound, incremental, max_deltas)

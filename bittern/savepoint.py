@@ -9,8 +9,10 @@ A savepoint is a directory::
                          "checkpoint", "created_at", "key_groups", "layout",
                          "components": {name: {"kind", "class", "par", "stateful"}},
                          "files": {"<task>": {"bytes", "crc32"}}}
-    task-<task>.bin     each task's state, as the checkpoint store wrote it (its own
-                        header and CRC-32)
+    task-<task>.bin     each task's full state with the checkpoint store's header and
+                        CRC-32 (a base: an incremental checkpoint's chain is resolved
+                        when the savepoint is written, so a savepoint never depends
+                        on files outside it)
 
 It is written under a temporary name beside the target and renamed into place, so a
 savepoint directory is either whole or absent. Starting from one (:func:`install`)
@@ -31,7 +33,7 @@ import time
 import zlib
 
 from .api.state import State, StateFormatError
-from .checkpoint import CheckpointCorrupt, CheckpointError, check_layout, component_tasks, decode_file
+from .checkpoint import CheckpointCorrupt, CheckpointError, check_layout, component_tasks, decode_file, encode_file
 from .errors import BitternError
 
 FORMAT = "bittern-savepoint"
@@ -66,10 +68,11 @@ def write(store, checkpoint_id, target, tdef, key_groups):
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(target)}.tmp-", dir=parent)
     try:
         for task in meta["tasks"]:
-            src = store.path(checkpoint_id, task)
-            with open(src, "rb") as f:
-                blob = f.read()
-            data = decode_file(blob, src)
+            try:
+                data = store.load(checkpoint_id, task)  # the full state: a delta's chain resolved
+            except CheckpointError as e:
+                raise SavepointError(f"savepoint {target}: {e}") from None
+            blob = encode_file(data)
             comp = _component_of(layout, task)
             stateful[comp] = stateful.get(comp, False) or _holds_state(data)
             dst = os.path.join(tmp, f"task-{task}.bin")

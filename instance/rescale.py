@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 
+from bittern.api.context import TopologyContext
 from bittern.api.state import State
 from bittern.checkpoint import CheckpointError, component_tasks
 
@@ -116,3 +117,38 @@ def restore_state(store, checkpoint_id, layout, component, index, n, key_groups,
     for k, v in plains.get(index, {}).items():
         state.put(k, v)
     return state, how
+
+
+def recover_old_sinks(inst, checkpoint_id, layout, index, n):
+    """After a rebalance: resolve what sink tasks of this component left under task ids
+    it no longer has. A sink names its output by task id (FileSink's files, a table's
+    rows), and task ids move when a parallelism changes; a checkpoint that was complete
+    but whose CKPT_COMMIT had not reached the old task before it stopped is pending
+    under the old id, and nobody would ever commit it. Old index j is resolved by new
+    task ``j % n``, with a sink made for the old id (``make_sink``), recovered to the
+    restored checkpoint (commit what it pre-committed up to it, abort the rest), closed.
+    ``inst``: the restoring ``instance.runtime.Instance``."""
+    old = component_tasks(layout, inst.component) or []
+    now = set(inst.plan.packing.component_tasks[inst.component])
+    orphans = [(j, t) for j, t in enumerate(old) if t not in now and j % n == index]
+    if not orphans:
+        return
+    make = getattr(inst.obj, "make_sink", None)
+    if make is None:
+        log.warning("%s[task %d]: old sink tasks %s of checkpoint %d are gone and this sink has no "
+                    "make_sink: their pending output is not resolved", inst.component, inst.task,
+                    [t for _, t in orphans], checkpoint_id)
+        return
+    plan = inst.plan
+    for j, t in orphans:
+        ctx = TopologyContext(plan.name, t, inst.component, j, inst.container, inst.conf,
+                              plan.packing.component_tasks, inst.task_component, plan.topology)
+        sink = make(inst.conf, ctx)
+        sink.open(ctx, inst.conf)
+        try:
+            rep = sink.recover([checkpoint_id], checkpoint_id)
+        finally:
+            sink.close()
+        if rep.committed or rep.aborted:
+            log.info("%s[task %d]: resolved the output old task %d left: committed %s, aborted %s",
+                     inst.component, inst.task, t, rep.committed, rep.aborted)

@@ -22,15 +22,16 @@ from bittern.api.context import TopologyContext
 from bittern.api.metrics import read_metric
 from bittern.api.state import KeyGroups, State, is_stateful
 from bittern.api.tuple import register_schema
-from bittern.checkpoint import CheckpointStore, checkpoint_settings, component_tasks, task_layout
+from bittern.checkpoint import CheckpointStore, checkpoint_settings, task_layout
 from bittern.config import ATLEAST_ONCE, EFFECTIVELY_ONCE
 from bittern.loader import load_class
 from bittern.proc import ParentWatch, SignalWaker
 from bittern.procstats import ProcStats
 from bittern.wire import ACK, CTRL, DATA, Op
 
+from .ckptwriter import Checkpointing
 from .emitter import Emitter, EpochEmitter, build_routers, downstream_tasks
-from .rescale import restore_state
+from .rescale import recover_old_sinks, restore_state
 
 log = logging.getLogger("bittern.instance")
 
@@ -110,6 +111,7 @@ class Instance:
         self.resumed = not self.eo
         self.state = None
         self.store = None
+        self.ckpt = None  # instance/ckptwriter.py: taking checkpoints (EFFECTIVELY_ONCE)
         self.sink = None
         self.task_component = dict(plan.packing.task_component)
         self.stopping = False
@@ -190,6 +192,8 @@ class Instance:
             settings = checkpoint_settings(self.conf, home=plan.home)
             key_groups = self.key_groups = KeyGroups(settings.key_groups)
             self.store = CheckpointStore(settings.dir, _NoMetadata(), plan.name, settings.keep)
+            self.ckpt = Checkpointing(self, self.store, settings, key_groups)
+            self.add_timer(self.ckpt.poll)
             self.barrier_max = settings.barrier_buffer_max_tuples
             self.downstream = downstream_tasks(plan, self.component)
         routers = build_routers(plan, self.component, ctx, key_groups)
@@ -218,7 +222,7 @@ class Instance:
         elif is_stateful(obj):
             # other modes: a State all the same, never checkpointed (it starts empty)
             obj.init_state(State.for_task(ctx.task_index, len(plan.packing.component_tasks[self.component]),
-                                          self.conf["bittern.state.key.groups"]))
+                                          self.conf["bittern.state.key.groups"], change_log=False))
 
     def bind(self, obj):
         """Give the component its runtime methods (emit, ack, fail)."""
@@ -284,13 +288,16 @@ class Instance:
         self.epoch = -1  # until restored: input is dropped
         self.emitter.drop()
         self.reset_inputs()
+        self.ckpt.discard()  # checkpoint files of the old epoch still being written: dropped
         try:
             pk = self.plan.packing
             index, n = pk.task_index[self.task], len(pk.component_tasks[self.component])
-            state, how = restore_state(self.store, checkpoint_id, layout or task_layout(pk), self.component,
+            lay = layout or task_layout(pk)
+            state, how = restore_state(self.store, checkpoint_id, lay, self.component,
                                        index, n, self.key_groups, self.kind,
                                        getattr(self.obj, "rescale_state", None))
             self.state = state
+            self.ckpt.restored(checkpoint_id, lay, self.component, index, n)
             if is_stateful(self.obj):
                 self.obj.init_state(state)
             if self.time is not None:
@@ -312,36 +319,8 @@ class Instance:
 
     def recover_old_sinks(self, checkpoint_id, layout, index, n):
         """After a rebalance: resolve what sink tasks of this component left under task ids
-        it no longer has. A sink names its output by task id (FileSink's files, a table's
-        rows), and task ids move when a parallelism changes; a checkpoint that was complete
-        but whose CKPT_COMMIT had not reached the old task before it stopped is pending
-        under the old id, and nobody would ever commit it. Old index j is resolved by new
-        task ``j % n``, with a sink made for the old id (``make_sink``), recovered to the
-        restored checkpoint (commit what it pre-committed up to it, abort the rest), closed."""
-        old = component_tasks(layout, self.component) or []
-        now = set(self.plan.packing.component_tasks[self.component])
-        orphans = [(j, t) for j, t in enumerate(old) if t not in now and j % n == index]
-        if not orphans:
-            return
-        make = getattr(self.obj, "make_sink", None)
-        if make is None:
-            log.warning("%s[task %d]: old sink tasks %s of checkpoint %d are gone and this sink has no "
-                        "make_sink: their pending output is not resolved", self.component, self.task,
-                        [t for _, t in orphans], checkpoint_id)
-            return
-        plan = self.plan
-        for j, t in orphans:
-            ctx = TopologyContext(plan.name, t, self.component, j, self.container, self.conf,
-                                  plan.packing.component_tasks, self.task_component, plan.topology)
-            sink = make(self.conf, ctx)
-            sink.open(ctx, self.conf)
-            try:
-                rep = sink.recover([checkpoint_id], checkpoint_id)
-            finally:
-                sink.close()
-            if rep.committed or rep.aborted:
-                log.info("%s[task %d]: resolved the output old task %d left: committed %s, aborted %s",
-                         self.component, self.task, t, rep.committed, rep.aborted)
+        it no longer has (:func:`instance.rescale.recover_old_sinks`)."""
+        recover_old_sinks(self, checkpoint_id, layout, index, n)
 
     def reset_inputs(self):
         """A rollback: forget what the input side holds (bolts: the aligner)."""
@@ -353,7 +332,9 @@ class Instance:
         """CKPT_COMMIT: a sink makes the checkpoint's output visible and tells the topology
         master (a bounded run waits for every sink). A commit that fails is reported and
         tried again every second (``retry_commit``) until it works or the task is rolled
-        back; the checkpoint stays complete meanwhile, so nothing is lost."""
+        back; the checkpoint stays complete meanwhile, so nothing is lost. Every task
+        also learns here that it may write deltas on this checkpoint."""
+        self.ckpt.complete(checkpoint_id)
         sink = self.sink
         if sink is None:
             return
@@ -386,29 +367,27 @@ class Instance:
 
     def take_checkpoint(self, checkpoint_id, align_ms=0.0):
         """Barrier ``checkpoint_id`` passed this task (a spout's CKPT_START, a bolt's
-        aligned barriers): ``pre_save``, snapshot, save, a sink's ``pre_commit``; then
-        flush and forward the barrier, and report CKPT_SAVED if all of it worked. The
+        aligned barriers): ``pre_save``, detach and encode the state's changes, a sink's
+        ``pre_commit``, queue the write; then flush and forward the barrier. CKPT_SAVED
+        is reported once the write finished (instance/ckptwriter.py: off the loop). The
         barrier goes on even after a failure, so downstream tasks stop aligning; the
         topology master times the checkpoint out."""
-        ok, size = False, 0
+        ok = False
         try:
             pre_save = getattr(self.obj, "pre_save", None)
             if pre_save is not None:
                 pre_save(checkpoint_id)
             if self.time is not None:
                 self.time.save(self.state)
-            data = self.state.snapshot()
-            size = len(data)
-            self.store.save(checkpoint_id, self.task, data)
+            job = self.ckpt.prepare(checkpoint_id, self.state, self.epoch, align_ms)
             if self.sink is not None:
                 self.sink.pre_commit(checkpoint_id)
+            self.ckpt.submit(job)
             ok = True
-        except Exception as e:  # noqa: BLE001 - user code, the disk, the sink
+        except Exception as e:  # noqa: BLE001 - user code, the sink, an unencodable value
             self.report_error(f"checkpoint {checkpoint_id}", e)
         self.emitter.send_barrier(checkpoint_id, self.downstream)
-        if ok:
-            self.send_ctrl(Op.CKPT_SAVED, id=checkpoint_id, epoch=self.epoch, bytes=size,
-                           align_ms=round(align_ms, 3))
+        self.ckpt.poll()  # (a write done already, e.g. before the loop runs: CKPT_SAVED now)
         return ok
 
     def set_active(self, active):
@@ -431,6 +410,8 @@ class Instance:
         m.update(self.procstats.read())
         if self.time is not None:
             m.update(self.time.metrics())
+        if self.ckpt is not None:
+            m.update(self.ckpt.metrics())
         user = getattr(self.context, "user_metrics", None) if hasattr(self, "context") else None
         if user:
             vals = {}
@@ -555,6 +536,8 @@ class Instance:
             self.close_socket()
             return 3
         self.register()
+        if self.ckpt is not None:
+            self.ckpt.start()  # checkpoint files are written off the loop from now on
         log.info("%s[task %d] initialized (pid %d, %s)", self.component, self.task, os.getpid(),
                  self.conf["topology.reliability.mode"])
         self.init_timers()
@@ -605,6 +588,8 @@ class Instance:
                 self.obj.close()
             except Exception as e:  # noqa: BLE001 - user code
                 self.report_error("close", e)
+        if self.ckpt is not None:
+            self.ckpt.close()
         # allow the final sends, but never wait long for a stream manager that is not reading
         self.stopping = False
         self._final_deadline = time.monotonic() + FINAL_SEND_SECS

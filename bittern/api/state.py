@@ -51,6 +51,18 @@ Encodability is checked in two places, because neither alone suffices:
   catches what ``put`` cannot see without encoding the whole value on every put:
   something unencodable nested in a container, or a container mutated after
   ``put`` (values are stored by reference, like a dict's).
+
+Change log (incremental checkpoints)
+------------------------------------
+Every ``state.keyed.put`` and every ``delete`` that removes an entry records the key
+in a per-group log (one dict store: a put stays cheap; see :class:`ChangeLog`). A checkpoint detaches that log
+and writes, for keyed state, only the entries it names (their values as they are
+now, or "deleted" for a key no longer there) as a *delta* on the previous complete
+checkpoint (:mod:`bittern.api.deltas`). So the rule is: **a value changed in place
+(a list appended to, a dict updated) must be put again** to be seen by an
+incremental checkpoint; values are stored by reference, and only a ``put`` tells
+the state that a key changed. The plain store and the runtime's stores are saved
+whole in every checkpoint and have no such rule.
 """
 from __future__ import annotations
 
@@ -58,9 +70,12 @@ import msgpack
 
 from ..errors import BitternError
 from ..hashing import stable_hash
+from .changelog import DELETED, ChangeLog  # noqa: F401 - (ChangeLog: part of this module's API)
 
-#: Version of the snapshot encoding written by :meth:`State.snapshot`.
+#: Version of the snapshot encoding written by :meth:`State.snapshot` (a full *base*).
 FORMAT_VERSION = 1
+#: Version of a *delta* document (:mod:`bittern.api.deltas`): changes on a parent checkpoint.
+DELTA_VERSION = 2
 _FORMAT = "bittern-state"
 DEFAULT_KEY_GROUPS = 128
 _TUPLE_EXT = 1
@@ -249,10 +264,18 @@ def _check_value(key, value, where):
 class KeyedState:
     """Key-value entries held per key group (``state.keyed``)."""
 
-    def __init__(self, key_groups, owned_groups=None):
+    def __init__(self, key_groups, owned_groups=None, change_log=True):
         self.key_groups = key_groups
         self._groups = {}  # group -> {key: value}
         self._owned = None if owned_groups is None else frozenset(owned_groups)
+        # the change log since it was last detached (:class:`ChangeLog`): group -> {key:
+        # value put, or DELETED}. One dict per group rather than a "changed" and a
+        # "deleted" set: a put costs one dict store (no lookup in the big live dicts when
+        # the checkpoint encodes it, which with a million keys is a cache miss per key),
+        # and a later put or delete of the same key simply overwrites the entry.
+        # (None: not kept, for a state that is never checkpointed: it would only grow)
+        self._log = {} if change_log else None
+        self._log_dels = set()  # groups whose log holds a DELETED
 
     @property
     def owned_groups(self):
@@ -278,15 +301,43 @@ class KeyedState:
         if d is None:
             d = self._groups[g] = {}
         d[key] = value
+        log = self._log
+        if log is not None:
+            lg = log.get(g)
+            if lg is None:
+                lg = log[g] = {}
+            lg[key] = value
 
     def delete(self, key):
         """Remove ``key`` (no error if absent)."""
         g = self.key_groups.group_of(key)
         d = self._groups.get(g)
-        if d is not None:
-            d.pop(key, None)
+        if d is not None and key in d:
+            del d[key]
             if not d:
                 del self._groups[g]
+            log = self._log
+            if log is not None:
+                lg = log.get(g)
+                if lg is None:
+                    lg = log[g] = {}
+                lg[key] = DELETED
+                self._log_dels.add(g)
+
+    # -- the change log (incremental checkpoints)
+    def detach_log(self):
+        """The :class:`ChangeLog` since the last detach, replaced by an empty one: O(1),
+        what a checkpoint does on the instance's loop."""
+        if self._log is None:
+            return ChangeLog()
+        log = ChangeLog(self._log, self._log_dels)
+        self._log, self._log_dels = {}, set()
+        return log
+
+    def changes(self):
+        """``(changed, deleted)`` of the current change log: ``{group: set of keys}``
+        each (see :meth:`ChangeLog.changes`)."""
+        return ChangeLog(self._log or {}, self._log_dels).changes()
 
     def items(self):
         """``(key, value)`` pairs, group by group (a list: safe to modify the state meanwhile)."""
@@ -313,28 +364,30 @@ class KeyedState:
 class State:
     """What ``init_state`` receives: a plain key-value store plus ``keyed`` state."""
 
-    def __init__(self, key_groups=DEFAULT_KEY_GROUPS, owned_groups=None):
+    def __init__(self, key_groups=DEFAULT_KEY_GROUPS, owned_groups=None, change_log=True):
         """``key_groups``: a :class:`KeyGroups` or a number of groups; ``owned_groups``:
-        the groups this task owns (keyed puts outside them raise), None to not check."""
+        the groups this task owns (keyed puts outside them raise), None to not check;
+        ``change_log``: keep the keyed store's change log (incremental checkpoints; off
+        for a state that is never checkpointed)."""
         if not isinstance(key_groups, KeyGroups):
             key_groups = KeyGroups(key_groups)
         self.key_groups = key_groups
         self._plain = {}
-        self.keyed = KeyedState(key_groups, owned_groups)
+        self.keyed = KeyedState(key_groups, owned_groups, change_log)
         # The runtime's own state, beside the user's and invisible to it: watermarks and
         # sources' clocks (``system``, per task), timers and windows (``system_keyed``,
         # per key group, moving with the groups on a rescale). ``system_merged``: after a
         # rescale, the ``system`` stores of the old tasks this task takes over.
         self.system = {}
-        self.system_keyed = KeyedState(key_groups, None)
+        self.system_keyed = KeyedState(key_groups, None, change_log=False)  # (saved whole)
         self.system_merged = []
 
     @classmethod
-    def for_task(cls, task_index, n_tasks, key_groups=DEFAULT_KEY_GROUPS):
+    def for_task(cls, task_index, n_tasks, key_groups=DEFAULT_KEY_GROUPS, change_log=True):
         """An empty state for task ``task_index`` of ``n_tasks``, checking ownership."""
         if not isinstance(key_groups, KeyGroups):
             key_groups = KeyGroups(key_groups)
-        return cls(key_groups, key_groups.groups_of(task_index, n_tasks))
+        return cls(key_groups, key_groups.groups_of(task_index, n_tasks), change_log)
 
     # -- the plain store
     def get(self, key, default=None):
@@ -423,6 +476,10 @@ class State:
         :class:`State` (defaults to ``groups``).
         """
         doc = _load_doc(data)
+        if doc["version"] != FORMAT_VERSION:
+            raise StateFormatError(
+                f"this state snapshot is a delta on checkpoint {doc.get('parent')!r}, not a full one: "
+                f"resolve its chain first (CheckpointStore.load, bittern.api.deltas.resolve)")
         n = doc["key_groups"]
         if key_groups is not None:
             expect = key_groups.n_groups if isinstance(key_groups, KeyGroups) else key_groups
@@ -497,11 +554,22 @@ def _load_doc(data):
         raise StateFormatError(f"not a state snapshot (msgpack: {e})") from e
     if not isinstance(doc, dict) or doc.get("format") != _FORMAT:
         raise StateFormatError("not a state snapshot (no bittern-state header)")
-    v = doc.get("version")
-    if not isinstance(v, int) or v > FORMAT_VERSION or v < 1:
-        raise StateFormatError(f"state snapshot format version {v!r} is not supported (this Bittern reads "
-                               f"versions 1..{FORMAT_VERSION}; was it written by a newer one?)")
-    if not isinstance(doc.get("key_groups"), int) or not isinstance(doc.get("plain"), list) \
-            or not isinstance(doc.get("keyed"), list):
-        raise StateFormatError("corrupt state snapshot: missing key_groups/plain/keyed")
+    check_doc(doc)
     return doc
+
+
+def check_doc(doc):
+    """Raise :class:`StateFormatError` unless ``doc`` (a decoded snapshot) is a base
+    (version 1) or a delta (version 2) this Bittern reads."""
+    v = doc.get("version")
+    if isinstance(v, bool) or not isinstance(v, int) or v > DELTA_VERSION or v < 1:
+        raise StateFormatError(f"state snapshot format version {v!r} is not supported (this Bittern reads "
+                               f"versions 1..{DELTA_VERSION}; was it written by a newer one?)")
+    if v == FORMAT_VERSION:
+        if not isinstance(doc.get("key_groups"), int) or not isinstance(doc.get("plain"), list) \
+                or not isinstance(doc.get("keyed"), list):
+            raise StateFormatError("corrupt state snapshot: missing key_groups/plain/keyed")
+    elif not isinstance(doc.get("key_groups"), int) or not isinstance(doc.get("parent"), int) \
+            or not isinstance(doc.get("plain"), list) or not isinstance(doc.get("changed"), list) \
+            or not isinstance(doc.get("deleted"), list):
+        raise StateFormatError("corrupt state delta: missing key_groups/parent/plain/changed/deleted")
