@@ -77,7 +77,8 @@ class BoltInstance(Instance):
         windowed = bool(t.get("window"))
         if not (windowed or t.get("timers") or any(i.component in carries for i in self.cdef.inputs)):
             return None
-        clock = BoltClock(self, extracts_timestamps=windowed and t["event_time"], lag=t.get("lag", 0.0))
+        clock = BoltClock(self, extracts_timestamps=windowed and t["event_time"], lag=t.get("lag", 0.0),
+                          carries=carries)
         obj.timers = TimerHandle(clock)
         if windowed:
             clock.windows = WindowRuntime(self, clock, obj)

@@ -38,12 +38,13 @@ log = logging.getLogger("bittern.instance")
 class _Clock:
     """What spouts and bolts share: sending watermarks downstream."""
 
-    def __init__(self, inst):
+    def __init__(self, inst, carries=None):
         self.inst = inst
         conf = inst.conf
         self.interval = max(0.01, float(conf["topology.watermark.interval.ms"]) / 1000.0)
         self.idle_secs = float(conf["topology.watermark.idle.secs"])
-        carries = watermark_components(inst.plan.topology)
+        # the components whose outputs carry watermarks (from the plan, once per instance)
+        self.carries = carries = watermark_components(inst.plan.topology) if carries is None else carries
         self.out_tasks = downstream_tasks(inst.plan, inst.component) if inst.component in carries else []
         self.sent = NEG_INF  # the last watermark sent downstream
         self.sent_idle = False
@@ -214,10 +215,9 @@ class TimerHandle:
 
 
 class BoltClock(_Clock):
-    def __init__(self, inst, extracts_timestamps=False, lag=0.0):
-        super().__init__(inst)
-        tdef, comp_tasks = inst.plan.topology, inst.plan.packing.component_tasks
-        carries = watermark_components(tdef)
+    def __init__(self, inst, extracts_timestamps=False, lag=0.0, carries=None):
+        super().__init__(inst, carries)
+        comp_tasks, carries = inst.plan.packing.component_tasks, self.carries
         inband, derived = set(), set()
         for i in inst.cdef.inputs:
             if i.component in carries:

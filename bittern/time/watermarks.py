@@ -46,6 +46,8 @@ class InputWatermark:
         if the input watermark advanced. Unknown channels are ignored (a stale plan)."""
         if channel not in self.wm:
             return False
+        if w is not None and (type(w) not in (int, float) or w != w):
+            return False  # not a watermark (a garbled frame): ignored, never a crash
         if w is None:
             self.idle.add(channel)
         else:

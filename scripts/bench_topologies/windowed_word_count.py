@@ -3,8 +3,8 @@
     sentence (spout, EventTime("ts", lag=0.5)) -> split (bolt, shuffle) -> [ts, word]
         -> count (CountWindowBolt, fields grouping on "word", timestamp_field "ts")
 
-Sentence *i* is ``SENTENCES[i % 20]`` (the list of ``word_count.py`` and of the shared
-benchmark's ``wc_common.py``; ``scripts/bench.py`` checks all three are identical) with
+Sentence *i* is ``SENTENCES[i % 20]`` (imported from ``word_count.py``, the shared
+benchmark's ``wc_common.py`` list, which ``scripts/bench.py`` checks) with
 event time ``event_time(i)``: ``EPOCH + i / EVENTS_PER_SEC`` seconds, every 7th sentence
 (``i % 7 == 3``) 0.25 s out of order — a copy of ``wc_common.event_time`` (a topology must not depend on ``../shared``;
 ``scripts/bench.py`` checks the results against ``wc_common.expected_window_counts``,
@@ -61,28 +61,7 @@ import time
 
 from bittern import CountWindowBolt, EventTime, Grouping, Spout, Bolt, TopologyBuilder, Window
 
-SENTENCES = [  # word_count.py's (and wc_common's); scripts/bench.py checks they are identical
-    "the quick brown fox jumps over the lazy dog",
-    "an apple a day keeps the doctor away",
-    "all that glitters is not gold",
-    "a journey of a thousand miles begins with a single step",
-    "actions speak louder than words",
-    "the early bird catches the worm every single morning",
-    "it is better late than never",
-    "practice makes perfect but nobody is perfect",
-    "when in rome do as the romans do",
-    "you can not judge a book by its cover",
-    "the pen is mightier than the sword",
-    "fortune favors the bold and the brave",
-    "where there is smoke there is fire",
-    "birds of a feather flock together",
-    "every cloud has a silver lining",
-    "knowledge is power and power corrupts",
-    "time and tide wait for no man",
-    "do not count your chickens before they hatch",
-    "the stream processor counts every word it sees",
-    "keep calm and carry on with the work",
-]
+from word_count import SENTENCES  # (this directory's: one list, which scripts/bench.py checks against wc_common)
 
 EVENTS_PER_SEC = 10000
 EPOCH = 1_700_000_000.0
@@ -263,7 +242,8 @@ class _WindowCount(CountWindowBolt):
         if windows is not None:
             self.open_peak = max(self.open_peak, windows.op.open_windows())
 
-    def emit_window(self, key, window, result):
+    def noted(self, window):
+        """Note the wall time of this result of ``window`` (its first and last); its start."""
         now = self.t_last = time.time()
         start = window.start
         f = self.fired.get(start)
@@ -271,6 +251,10 @@ class _WindowCount(CountWindowBolt):
             self.first_of(start, now)
         else:
             f[1] = now
+        return start
+
+    def emit_window(self, key, window, result):
+        start = self.noted(window)
         self.n_fires += 1
         self.results[(start, key)] = result
         self.emit([key, start, window.end, result])
@@ -290,13 +274,7 @@ class _KeyWindowCount(_WindowCount):
         self.n_results = self.total = self.checksum = 0
 
     def emit_window(self, key, window, result):
-        now = self.t_last = time.time()
-        start = window.start
-        f = self.fired.get(start)
-        if f is None:
-            self.first_of(start, now)
-        else:
-            f[1] = now
+        start = self.noted(window)
         self.n_results += 1
         self.total += result
         self.checksum += result * weight(int(key[1:]), start)

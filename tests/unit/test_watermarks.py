@@ -308,3 +308,11 @@ def test_watermark_components():
     b.add_bolt("after_c", _Pass, inputs={c: Grouping.SHUFFLE})
     tdef = b.build()
     assert watermark_components(tdef) == {"timed", "a", "w", "after_w", "after_a"}
+
+
+def test_a_garbled_watermark_is_ignored_not_a_crash():
+    iw = InputWatermark(channels=[1, 2])
+    iw.on_watermark(1, 5)
+    for junk in ("10", [3], {"a": 1}, float("nan"), True):
+        assert iw.on_watermark(2, junk) is False
+    assert iw.on_watermark(2, 7) is True and iw.current == 5
