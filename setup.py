@@ -18,12 +18,15 @@ setup(
     extras_require={
         "cluster": ["kazoo>=2.9"],  # ZooKeeper state manager (cluster mode)
         "metrics": ["prometheus_client>=0.17"],
+        # bittern.state.backend = disk: keyed state in an embedded RocksDB (manylinux wheels;
+        # bounded memory whatever the state's size: bittern/api/diskstate.py says why not LMDB)
+        "disk": ["rocksdict>=0.3.25,<0.4"],
         # SparkSpout (bittern.spark): pyspark 4 and a Java 17 (scripts/setup.sh checks it);
         # pyarrow reads Parquet/ORC schemas at submit time without a JVM
         "spark": ["pyspark>=4.0,<5", "pandas<3", "pyarrow>=14"],
         "streamparse": ["streamparse>=5,<6"],
         "heron": ["protobuf>=3.20,<4", "cloudpickle>=2.2,<4"],  # + pip install --no-deps heronpy==0.20.5 (docs/COMPAT.md)
-        "dev": ["pytest>=8", "pytest-timeout>=2", "kazoo>=2.9", "prometheus_client>=0.17"],
+        "dev": ["pytest>=8", "pytest-timeout>=2", "kazoo>=2.9", "prometheus_client>=0.17", "rocksdict>=0.3.25,<0.4"],
     },
     entry_points={"console_scripts": ["bittern=bittern.cli.main:main"]},
 )

@@ -103,6 +103,25 @@ def file_header(chunks, parent=0):
     return _HEADER.pack(MAGIC, CHAIN_VERSION, length, crc) + p
 
 
+def _stream_payload(f, chunks, parent=0):
+    """Write the file of an iterator of chunks to ``f``: a placeholder header, the
+    chunks (length and CRC computed on the way), then the real header over the
+    placeholder. Returns the payload's length."""
+    p = _PARENT.pack(parent) if parent else b""
+    start = f.tell()
+    f.write(bytes(_HEADER.size + len(p)))
+    length, crc = 0, zlib.crc32(p) if p else 0
+    for c in chunks:
+        f.write(c)
+        length += len(c)
+        crc = zlib.crc32(c, crc)
+    end = f.tell()
+    f.seek(start)
+    f.write(_HEADER.pack(MAGIC, CHAIN_VERSION if parent else FILE_VERSION, length, crc) + p)
+    f.seek(end)
+    return length
+
+
 def encode_file(data, parent=0):
     """``data`` (bytes, or a list of byte chunks) with the integrity header in front;
     ``parent``: the checkpoint a delta applies to (0: a base)."""
@@ -258,8 +277,14 @@ class CheckpointStore:
         checkpoint is immutable. ``data``: bytes, or a list of byte chunks (written one
         after the other, never joined); ``parent``: for a delta, the checkpoint it
         applies to (this task's file there must exist), 0 for a base."""
-        chunks = _chunks(data)
-        if not all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks):
+        if isinstance(data, (bytes, bytearray, memoryview, list, tuple)):
+            chunks = _chunks(data)
+            if not all(isinstance(c, (bytes, bytearray, memoryview)) for c in chunks):
+                raise CheckpointError(f"checkpoint {checkpoint_id} task {task}: state must be bytes, "
+                                      f"got {type(data).__name__}")
+        elif hasattr(data, "__next__"):
+            chunks = data  # a generator of chunks: streamed, the header written last
+        else:
             raise CheckpointError(f"checkpoint {checkpoint_id} task {task}: state must be bytes, "
                                   f"got {type(data).__name__}")
         final = self.path(checkpoint_id, task)
@@ -290,15 +315,18 @@ class CheckpointStore:
         """Step one of ``save``: the whole file, synced, under a temp name in the final
         directory (the same file system, so the rename is atomic). A crash after this
         step leaves only the temp file, which nothing reads."""
-        chunks = _chunks(data)
         d = self.checkpoint_dir(checkpoint_id)
         _makedirs_durable(d)
         fd, tmp = tempfile.mkstemp(dir=d, prefix=f".tmp-task-{_check_task(task)}-")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(file_header(chunks, parent))
-                for c in chunks:  # (large writes release the GIL; no joined copy)
-                    f.write(c)
+                if hasattr(data, "__next__"):
+                    _stream_payload(f, data, parent)
+                else:
+                    chunks = _chunks(data)
+                    f.write(file_header(chunks, parent))
+                    for c in chunks:  # (large writes release the GIL; no joined copy)
+                        f.write(c)
                 f.flush()
                 os.fsync(f.fileno())
         except BaseException:

@@ -1,5 +1,6 @@
 """``python -m instance --plan PLAN --task T``: run one task (started by the supervisor)."""
 import argparse
+import os
 import sys
 
 from bittern import logs
@@ -22,6 +23,7 @@ def main(argv=None):
     container = plan.packing.task_container[a.task]
     kind = plan.topology.components[comp].kind
     inst = (SpoutInstance if kind == "spout" else BoltInstance)(plan, a.task)
+    inst.work_dir = os.path.dirname(os.path.abspath(a.plan))  # (local to the host: the disk backend's scratch)
     return inst.run(plan.stmgrs[container])
 
 

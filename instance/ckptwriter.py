@@ -48,6 +48,7 @@ import time
 from dataclasses import dataclass
 
 from bittern.api.deltas import apply_delta, empty_doc, encode_delta, encode_doc, read_doc
+from bittern.api.diskstate import dump_base
 from bittern.checkpoint import CheckpointError, component_tasks
 from bittern.wire import Op
 
@@ -71,6 +72,8 @@ class Job:
     align_ms: float = 0.0
     pause_ms: float = 0.0  # the loop's part: detach + encode
     gen: int = 0
+    view: object = None  # the disk backend's base: a point-in-time view of its database
+    rest: tuple = ()  # ... and the other stores, packed at the barrier (State.encode_rest)
 
 
 @dataclass
@@ -113,6 +116,7 @@ class CheckpointWriter:
         self._q = queue.SimpleQueue()
         self._done = collections.deque()  # Done, appended by the thread, taken by the loop
         self._thread = None
+        self.busy = False  # a job is being executed (of any generation)
 
     @property
     def threaded(self):
@@ -159,14 +163,23 @@ class CheckpointWriter:
             job = self._q.get()
             if job is None:
                 return
-            if job.gen != self.gen:
-                continue  # from before a restore
-            self._done.append(self.execute(job))
+            self.busy = True  # (before the check: a restore that saw it idle bumped gen first)
+            try:
+                if job.gen != self.gen:
+                    continue  # from before a restore
+                self._done.append(self.execute(job))
+            finally:
+                self.busy = False
 
     def execute(self, job):
         """Write ``job``'s file (merging a compaction's chain first). Never raises."""
         t0 = time.perf_counter()
         try:
+            if job.view is not None:  # a base of a disk-backed store, streamed from its database
+                counted = _Counted(dump_base(job.view, job.key_groups, *job.rest))
+                job.view = None  # (the iterator pins the database's files: let it go when done)
+                self.store.save(job.checkpoint_id, self.task, counted, parent=0)
+                return Done(job, True, counted.n, None, (time.perf_counter() - t0) * 1000.0)
             if job.kind == COMPACT:
                 with _yielding():
                     full = empty_doc(job.key_groups) if job.parent is None else \
@@ -182,6 +195,21 @@ class CheckpointWriter:
             return Done(job, False, 0, e, (time.perf_counter() - t0) * 1000.0)
 
 
+class _Counted:
+    """An iterator of byte chunks that counts their bytes."""
+
+    def __init__(self, chunks):
+        self._it, self.n = iter(chunks), 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        c = next(self._it)
+        self.n += len(c)
+        return c
+
+
 class Checkpointing:
     """The instance's side of taking checkpoints: the policy (which file), the loop's
     part (detach + encode) and the writer thread."""
@@ -194,6 +222,7 @@ class Checkpointing:
         self.policy = IncrementalPolicy(settings.max_deltas, settings.keep, settings.incremental)
         self.writer = CheckpointWriter(store, inst.task)
         self.last = {}  # metrics of the last checkpoint written
+        self.retired = []  # disk-backed stores replaced by a restore, closed once the writer is idle
 
     def start(self):
         """The loop runs: writes go to the thread from now on."""
@@ -201,6 +230,19 @@ class Checkpointing:
 
     def close(self):
         self.writer.close()
+        if not self.writer.busy:
+            self._close_retired()
+
+    def retire(self, keyed):
+        """A restore replaced the disk-backed ``keyed``: close it once no write can be
+        reading it (a base being streamed from it holds an iterator on its database)."""
+        self.retired.append(keyed)
+        if not self.writer.busy and not self.writer.pending:
+            self._close_retired()
+
+    def _close_retired(self):
+        while self.retired:
+            self.retired.pop().close()
 
     # -- the loop's part
     def prepare(self, checkpoint_id, state, epoch, align_ms=0.0):
@@ -210,13 +252,18 @@ class Checkpointing:
         t0 = time.perf_counter()
         changes = state.keyed.detach_log()  # (the runtime's stores are whole in every file)
         plan = self.policy.plan(checkpoint_id, changes)
-        if plan.kind == FULL:
+        view = rest = None
+        if plan.kind != DELTA and state.on_disk:
+            # a base of a disk-backed store: written from its database by the writer thread
+            # (a compaction needs no chain: the database is the state)
+            view, rest, data = state.keyed.view(), state.encode_rest(), b""
+        elif plan.kind == FULL:
             data = state.snapshot()
         else:
             data = encode_delta(state, plan.log, plan.parent or 0)
         pause = (time.perf_counter() - t0) * 1000.0
         return Job(checkpoint_id, epoch, plan.kind, plan.parent, data, self.key_groups.n_groups,
-                   align_ms, pause)
+                   align_ms, pause, view=view, rest=rest or ())
 
     def submit(self, job):
         self.writer.submit(job)
@@ -234,7 +281,9 @@ class Checkpointing:
             else:
                 self.policy.failed(job.checkpoint_id)
                 self.inst.report_error(f"checkpoint {job.checkpoint_id} (writing its {job.kind} file)", r.error)
-        return PENDING_POLL_SECS if self.writer.pending else IDLE_POLL_SECS
+        if self.retired and not self.writer.busy:
+            self._close_retired()
+        return PENDING_POLL_SECS if self.writer.pending or self.retired else IDLE_POLL_SECS
 
     # -- what the instance learns
     def complete(self, checkpoint_id):

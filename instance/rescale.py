@@ -30,13 +30,20 @@ rebalance that changes one component's parallelism shifts the ids of the others.
 
 A component missing from the layout (it had no tasks then) starts empty. A layout
 of None (a checkpoint recorded before layouts were) is taken as the current one.
+
+With the disk backend (``bittern.state.backend = disk``) the same rules apply, but an
+old task's keyed groups are never held in memory: its chain's base is streamed group
+by group into the new task's database and its deltas applied there
+(:func:`load_disk_chain`); only the plain and runtime stores are read as documents.
 """
 from __future__ import annotations
 
 import logging
 
 from bittern.api.context import TopologyContext
-from bittern.api.state import State
+from bittern.api.deltas import read_doc
+from bittern.api.state import State, StateError
+from bittern.checkpoint import CheckpointCorrupt
 from bittern.checkpoint import CheckpointError, component_tasks
 
 log = logging.getLogger("bittern.instance")
@@ -55,23 +62,79 @@ def sources(old_n, index, n, key_groups):
     return [j for j in range(old_n) if (r := key_groups.groups_of(j, old_n)) and r[0] <= hi and r[-1] >= lo]
 
 
+def load_disk_chain(store, checkpoint_id, task, keyed, groups=None):
+    """Load ``task``'s chain ending at ``checkpoint_id`` into the disk-backed ``keyed``
+    store (only ``groups``, None: all): its base's groups streamed into the database,
+    then each delta's changes. Returns a State holding the rest of the last link (plain,
+    system and runtime keyed stores; no keyed entries)."""
+    chain = store.load_chain(checkpoint_id, task)
+    want = None if groups is None else set(groups)
+    last = None
+    for i, (cid, payload) in enumerate(chain):
+        chain[i] = None  # (each payload is freed once applied)
+        try:
+            if i == 0:
+                last = keyed.load_groups(payload, want)
+            else:
+                last = read_doc(payload)
+                if last.get("parent") != prev:
+                    raise CheckpointCorrupt(f"checkpoint file {store.path(cid, task)} is corrupt: it is a "
+                                            f"delta on {last.get('parent')}, its chain says {prev}")
+                keyed.apply_delta(last, want)
+        except StateError as e:
+            raise CheckpointCorrupt(f"checkpoint file {store.path(cid, task)}: {e}") from e
+        prev = cid
+    rest = State(keyed.key_groups)
+    rest._plain.update((k, v) for k, v in last.get("plain", ()))
+    rest.system.update((k, v) for k, v in last.get("system", ()))
+    for g, pairs in last.get("system_keyed", ()):
+        if pairs and (want is None or g in want):
+            rest.system_keyed._groups[g] = {k: v for k, v in pairs}
+    return rest
+
+
 def restore_state(store, checkpoint_id, layout, component, index, n, key_groups, kind="bolt",
-                  rescale=None):
+                  rescale=None, new_keyed=None):
     """The State task ``index`` of ``n`` of ``component`` restores from ``checkpoint_id``
     of ``store`` (None: empty), given the ``layout`` it was taken with. ``rescale``:
-    the component's ``rescale_state`` method, if it has one. Returns ``(state, how)``,
-    ``how`` a short description for the log."""
+    the component's ``rescale_state`` method, if it has one. ``new_keyed``: a function
+    of the owned groups making an empty disk-backed keyed store (None: the memory
+    backend). Returns ``(state, how)``, ``how`` a short description for the log."""
     mine = key_groups.groups_of(index, n)
+
+    def fresh():
+        return State(key_groups, mine, keyed=None if new_keyed is None else new_keyed(mine))
     if checkpoint_id is None:
-        return State(key_groups, mine), "empty"
+        return fresh(), "empty"
     old = component_tasks(layout, component)
     if old is None:
         log.warning("checkpoint %s has no tasks of %r: its %d tasks start empty", checkpoint_id,
                     component, n)
-        return State(key_groups, mine), f"empty ({component!r} is not in checkpoint {checkpoint_id})"
-    if len(old) == n:
+        return fresh(), f"empty ({component!r} is not in checkpoint {checkpoint_id})"
+    if len(old) == n and new_keyed is None:
         return (State.restore(store.load(checkpoint_id, old[index]), key_groups=key_groups, owned_groups=mine),
                 f"task {old[index]}")
+    if len(old) == n:
+        state = fresh()
+        try:
+            rest = load_disk_chain(store, checkpoint_id, old[index], state.keyed)
+        except BaseException:
+            state.keyed.close()
+            raise
+        state._plain, state.system = rest._plain, rest.system
+        state.system_keyed = rest.system_keyed
+        return state, f"task {old[index]}, into its database"
+    state = fresh()
+    try:
+        return _rescaled(store, checkpoint_id, old, component, index, n, key_groups, kind, rescale, state)
+    except BaseException:
+        if new_keyed is not None:
+            state.keyed.close()
+        raise
+
+
+def _rescaled(store, checkpoint_id, old, component, index, n, key_groups, kind, rescale, state):
+    mine = key_groups.groups_of(index, n)
     # rescaled: every old file this task needs, read once
     need = set(sources(len(old), index, n, key_groups))
     if rescale is not None or kind == "spout":
@@ -81,11 +144,18 @@ def restore_state(store, checkpoint_id, layout, component, index, n, key_groups,
     # the runtime's per-task state (watermarks, windows of a bolt that is not keyed) of
     # old task j goes to new task j % n, which merges what it takes over
     need.update(j for j in range(len(old)) if j % n == index)
-    files = {j: store.load(checkpoint_id, old[j]) for j in sorted(need)}
-    state = State(key_groups, mine)
-    for j, data in files.items():
-        state.merge(State.restore(data, key_groups=key_groups, groups=mine, plain=False))
-    olds = {j: State.restore(data, key_groups=key_groups, groups=(), plain=True) for j, data in files.items()}
+    files = sorted(need)
+    if not state.on_disk:
+        datas = {j: store.load(checkpoint_id, old[j]) for j in files}
+        for j, data in datas.items():
+            state.merge(State.restore(data, key_groups=key_groups, groups=mine, plain=False))
+        olds = {j: State.restore(data, key_groups=key_groups, groups=(), plain=True) for j, data in datas.items()}
+        del datas
+    else:
+        olds = {j: load_disk_chain(store, checkpoint_id, old[j], state.keyed, mine) for j in files}
+        for j, rest in olds.items():
+            for g, d in rest.system_keyed._groups.items():  # (filtered to mine by the load)
+                state.system_keyed._groups.setdefault(g, {}).update(d)
     plains = {j: dict(st.items()) for j, st in olds.items()}
     state.system_merged = [dict(olds[j].system) for j in sorted(olds) if j % n == index and olds[j].system]
     how = f"{len(old)} -> {n} tasks, key groups {mine.start}..{mine.stop - 1} from old tasks " \

@@ -19,6 +19,7 @@ import zmq
 
 from bittern import wire
 from bittern.api.context import TopologyContext
+from bittern.api.diskstate import keyed_factory
 from bittern.api.metrics import read_metric
 from bittern.api.state import KeyGroups, State, is_stateful
 from bittern.api.tuple import register_schema
@@ -110,6 +111,8 @@ class Instance:
         self.epoch = -1
         self.resumed = not self.eo
         self.state = None
+        self.new_keyed = None  # the disk backend's keyed stores (bittern/api/diskstate.py); None: memory
+        self.work_dir = os.path.join(plan.home, "run", plan.name)  # (python -m instance: the plan's dir)
         self.store = None
         self.ckpt = None  # instance/ckptwriter.py: taking checkpoints (EFFECTIVELY_ONCE)
         self.sink = None
@@ -192,6 +195,7 @@ class Instance:
             settings = checkpoint_settings(self.conf, home=plan.home)
             key_groups = self.key_groups = KeyGroups(settings.key_groups)
             self.store = CheckpointStore(settings.dir, _NoMetadata(), plan.name, settings.keep)
+            self.new_keyed = keyed_factory(self.conf, key_groups, plan.name, self.task, self.work_dir)
             self.ckpt = Checkpointing(self, self.store, settings, key_groups)
             self.add_timer(self.ckpt.poll)
             self.barrier_max = settings.barrier_buffer_max_tuples
@@ -221,8 +225,12 @@ class Instance:
                 self.add_timer(self.retry_commit)
         elif is_stateful(obj):
             # other modes: a State all the same, never checkpointed (it starts empty)
-            obj.init_state(State.for_task(ctx.task_index, len(plan.packing.component_tasks[self.component]),
-                                          self.conf["bittern.state.key.groups"], change_log=False))
+            groups = KeyGroups(self.conf["bittern.state.key.groups"])
+            self.new_keyed = keyed_factory(self.conf, groups, plan.name, self.task, self.work_dir,
+                                           change_log=False)
+            self.state = State.for_task(ctx.task_index, len(plan.packing.component_tasks[self.component]),
+                                        groups, change_log=False, keyed=self.new_keyed)
+            obj.init_state(self.state)
 
     def bind(self, obj):
         """Give the component its runtime methods (emit, ack, fail)."""
@@ -293,9 +301,12 @@ class Instance:
             pk = self.plan.packing
             index, n = pk.task_index[self.task], len(pk.component_tasks[self.component])
             lay = layout or task_layout(pk)
+            if self.state is not None and self.state.on_disk:
+                self.ckpt.retire(self.state.keyed)  # (its database: scratch, replaced)
+                self.state = None
             state, how = restore_state(self.store, checkpoint_id, lay, self.component,
                                        index, n, self.key_groups, self.kind,
-                                       getattr(self.obj, "rescale_state", None))
+                                       getattr(self.obj, "rescale_state", None), self.new_keyed)
             self.state = state
             self.ckpt.restored(checkpoint_id, lay, self.component, index, n)
             if is_stateful(self.obj):
@@ -590,6 +601,8 @@ class Instance:
                 self.report_error("close", e)
         if self.ckpt is not None:
             self.ckpt.close()
+        if self.state is not None and self.state.on_disk and (self.ckpt is None or not self.ckpt.writer.busy):
+            self.state.keyed.close()  # (scratch; a writer still streaming from it keeps it, the process ends)
         # allow the final sends, but never wait long for a stream manager that is not reading
         self.stopping = False
         self._final_deadline = time.monotonic() + FINAL_SEND_SECS

@@ -196,6 +196,8 @@ def test_unknown_config_key_is_reported(bittern, home, tmp_path):
     ("topology.reliability.mode=SOMETIMES", "topology.reliability.mode must be one of"),
     ("topology.debug=3", "topology.debug must be true or false"),
     ("novalue", "expected key=value"),
+    ("bittern.state.backend=rocks", "component 's': bittern.state.backend must be one of memory, disk, got 'rocks'"),
+    ("bittern.state.disk.cache.entries=0", "bittern.state.disk.cache.entries must be a whole number >= 1, got 0"),
 ])
 def test_bad_config_value(bittern, home, tmp_path, kv, needle):
     path = write(tmp_path, """

@@ -50,13 +50,13 @@ def wait_committed(out, n, timeout, what):
 
 # the seeds pick the kill times and the victims: count task 1 and stmgr-1 (seed 1),
 # count task 2 and stmgr-0, the spout's container (5), count task 1 and stmgr-0 (7)
-@pytest.mark.parametrize("seed", [1, 5, 7])
-def test_exactly_once_when_a_bolt_a_stmgr_and_the_spout_are_killed(bittern, tmp_path, seed):
+@pytest.mark.parametrize("seed,backend", [(1, "memory"), (5, "memory"), (7, "memory"), (5, "disk")])
+def test_exactly_once_when_a_bolt_a_stmgr_and_the_spout_are_killed(bittern, tmp_path, seed, backend):
     rng = random.Random(seed)
     out = str(tmp_path / "out")
-    name = f"eo{seed}"
+    name = f"eo{seed}{backend[0]}"
     t_start = time.monotonic()
-    submit(bittern, name, out)
+    submit(bittern, name, out, extra=[f"bittern.state.backend={backend}"])
     log = []
     try:
         def progress(at_least, timeout=40, what=""):

@@ -56,19 +56,22 @@ def chain_files(home, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [2, 3, 11])
-def test_kill_9_the_keyed_bolt_at_random_points_and_during_compactions(bittern, tmp_path, seed):
+@pytest.mark.parametrize("seed,backend", [(2, "memory"), (3, "memory"), (11, "memory"), (3, "disk"), (11, "disk")])
+def test_kill_9_the_keyed_bolt_at_random_points_and_during_compactions(bittern, tmp_path, seed, backend):
     rng = random.Random(seed)
     out = str(tmp_path / "out")
-    name = f"inc{seed}"
+    name = f"inc{seed}{backend[0]}"
     t_start = time.monotonic()
     bittern("submit", INC, "--name", name, "--config", f"test.out={out}", "--config", f"test.count={N}",
             "--config", f"test.rate={RATE}", "--config", f"test.keys={K}",
-            "--config", f"test.compaction.sleep={COMPACTION_SLEEP}", check=True)
+            "--config", f"test.compaction.sleep={COMPACTION_SLEEP}",
+            "--config", f"bittern.state.backend={backend}", check=True)
     log = []
     seen_deltas = 0
     try:
         wait_for(lambda: len(committed_rows(out)) >= 800, timeout=60, interval=0.1, what="first checkpoints")
+        dbs = glob.glob(os.path.join(bittern.home, "run", name, "state-db", name, "task-*"))
+        assert len(dbs) >= (2 if backend == "disk" else 0) and (dbs == []) == (backend == "memory"), dbs
         # three kills: at least one inside a compaction, the others where the seed says
         plan = ["compaction"] + [rng.choice(["compaction", "anywhere"]) for _ in range(2)]
         rng.shuffle(plan)

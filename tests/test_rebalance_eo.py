@@ -11,6 +11,8 @@ import glob
 import os
 import time
 
+import pytest
+
 from conftest import TOPOLOGIES, wait_for
 from eokit import check_exactly_once, committed_rows
 
@@ -25,10 +27,12 @@ def component_tasks(bittern, name):
     return {c: v["tasks"] for c, v in doc["components"].items()}, doc
 
 
-def test_rebalance_keyed_counts_2_3_2_exactly_once(bittern, tmp_path):
+@pytest.mark.parametrize("backend", ["memory", "disk"])
+def test_rebalance_keyed_counts_2_3_2_exactly_once(bittern, tmp_path, backend):
     out = str(tmp_path / "out")
     bittern("submit", SEQ, "--name", "rbeo", "--config", f"test.out={out}", "--config", f"test.count={N}",
-            "--config", f"test.rate={RATE}", "--config", f"test.keys={K}", check=True)
+            "--config", f"test.rate={RATE}", "--config", f"test.keys={K}",
+            "--config", f"bittern.state.backend={backend}", check=True)
     try:
         wait_for(lambda: len(committed_rows(out)) > 500, timeout=40, interval=0.25, what="committed output")
         for par, ntasks in ((3, 6), (2, 5)):

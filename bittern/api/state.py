@@ -364,16 +364,17 @@ class KeyedState:
 class State:
     """What ``init_state`` receives: a plain key-value store plus ``keyed`` state."""
 
-    def __init__(self, key_groups=DEFAULT_KEY_GROUPS, owned_groups=None, change_log=True):
+    def __init__(self, key_groups=DEFAULT_KEY_GROUPS, owned_groups=None, change_log=True, keyed=None):
         """``key_groups``: a :class:`KeyGroups` or a number of groups; ``owned_groups``:
         the groups this task owns (keyed puts outside them raise), None to not check;
         ``change_log``: keep the keyed store's change log (incremental checkpoints; off
-        for a state that is never checkpointed)."""
+        for a state that is never checkpointed); ``keyed``: the keyed store, if not a
+        new in-memory one (the disk backend, bittern/api/diskstate.py)."""
         if not isinstance(key_groups, KeyGroups):
             key_groups = KeyGroups(key_groups)
         self.key_groups = key_groups
         self._plain = {}
-        self.keyed = KeyedState(key_groups, owned_groups, change_log)
+        self.keyed = KeyedState(key_groups, owned_groups, change_log) if keyed is None else keyed
         # The runtime's own state, beside the user's and invisible to it: watermarks and
         # sources' clocks (``system``, per task), timers and windows (``system_keyed``,
         # per key group, moving with the groups on a rescale). ``system_merged``: after a
@@ -383,11 +384,18 @@ class State:
         self.system_merged = []
 
     @classmethod
-    def for_task(cls, task_index, n_tasks, key_groups=DEFAULT_KEY_GROUPS, change_log=True):
-        """An empty state for task ``task_index`` of ``n_tasks``, checking ownership."""
+    def for_task(cls, task_index, n_tasks, key_groups=DEFAULT_KEY_GROUPS, change_log=True, keyed=None):
+        """An empty state for task ``task_index`` of ``n_tasks``, checking ownership;
+        ``keyed``: a function of the owned groups making the keyed store (None: memory)."""
         if not isinstance(key_groups, KeyGroups):
             key_groups = KeyGroups(key_groups)
-        return cls(key_groups, key_groups.groups_of(task_index, n_tasks), change_log)
+        owned = key_groups.groups_of(task_index, n_tasks)
+        return cls(key_groups, owned, change_log, None if keyed is None else keyed(owned))
+
+    @property
+    def on_disk(self):
+        """True if the keyed store is the disk backend's."""
+        return self.keyed._groups is None
 
     # -- the plain store
     def get(self, key, default=None):
@@ -430,7 +438,18 @@ class State:
     def snapshot(self):
         """The whole state as bytes (msgpack, versioned). Raises :class:`StateTypeError`
         naming the key, its key group and the offending object if a value cannot be encoded."""
+        if self.on_disk:
+            from .diskstate import dump_base
+            return b"".join(dump_base(self.keyed.view(), self.key_groups.n_groups, *self.encode_rest()))
         return self._encode(self._doc())
+
+    def encode_rest(self):
+        """``(plain, system, system_keyed)`` packed: what a base holds besides the keyed
+        store (the disk backend writes its keyed store from the database)."""
+        sk = self.system_keyed._groups
+        return (self._encode([[k, v] for k, v in self._plain.items()]),
+                self._encode([[k, v] for k, v in self.system.items()]),
+                self._encode([[g, [[k, v] for k, v in sk[g].items()]] for g in sorted(sk)]))
 
     def _encode(self, doc):
         try:
@@ -457,7 +476,7 @@ class State:
         for g, d in sorted(self.system_keyed._groups.items()):
             for k, v in d.items():
                 check(f"windows and timers (group {g}) of", k, v)
-        for g, d in sorted(self.keyed._groups.items()):
+        for g, d in sorted((self.keyed._groups or {}).items()):  # (disk: checked at its flush)
             for k, v in d.items():
                 check(f"keyed (group {g})", k, v)
 
@@ -522,7 +541,11 @@ class State:
             if other.key_groups != self.key_groups:
                 raise StateConflictError(f"cannot merge a state of {other.key_groups.n_groups} key groups "
                                          f"into one of {self.key_groups.n_groups}")
-            both = set(self.keyed._groups) & set(other.keyed._groups)
+            if self.on_disk or other.on_disk:
+                if other.on_disk or other.keyed._groups:
+                    raise StateConflictError("merge: a disk-backed keyed store is loaded from checkpoint "
+                                             "files (instance/rescale.py), not merged")
+            both = set(self.keyed._groups or ()) & set(other.keyed._groups)
             if both:
                 raise StateConflictError(f"both states hold key groups {sorted(both)}")
             dup = [k for k in other._plain if k in self._plain]

@@ -7,6 +7,7 @@ import sys
 import time
 
 from .. import config as cfg
+from ..api.diskstate import disk_settings
 from ..api.timedecl import check_timeouts
 from ..errors import BitternError, ConfigError, StateError
 from ..loader import load_class, load_topology
@@ -30,6 +31,11 @@ def prepare(path, name=None, overrides=(), warn=print):
     conf = cfg.check_merged(cfg.merge(topo_conf, cli_conf), f"topology {tdef.name!r}")
     cap_parallelism(tdef, conf["topology.max.task.parallelism"], warn)
     check_timeouts(tdef, conf, lambda c: dict(conf, **tdef.components[c].config))
+    for comp in tdef.components.values():
+        try:
+            disk_settings(dict(conf, **comp.config))
+        except ConfigError as e:
+            raise ConfigError(f"component {comp.name!r}: {e}") from None
     preflight(tdef, conf)
     return tdef, conf
 

@@ -5,7 +5,9 @@ middle of one.
 
 * ``test.compaction.sleep`` (seconds, default 0): a count task's compaction waits this
   long before merging, with a marker file ``<test.out>/compacting/count-<task>``
-  present meanwhile (written before the wait, removed after the merge).
+  present meanwhile (written before the wait, removed after the merge). With the disk
+  backend a compaction streams a base from the task's database: the same wait, the
+  marker present until the base is written.
 * Everything else as in exactly_once_seq.py (``test.count``, ``test.keys``,
   ``test.rate``, pids in ``<test.out>/pids``, committed rows in ``<test.out>/sink``).
 """
@@ -45,6 +47,20 @@ def _mark_compactions(directory, name, delay):
                 pass
     apply_delta._marked = True
     cw.apply_delta = apply_delta
+    real_dump = cw.dump_base
+
+    def dump_base(*args, **kwargs):  # the disk backend's bases, streamed on the writer thread
+        with open(marker, "w") as f:
+            f.write(f"{os.getpid()}\n")
+        time.sleep(delay)
+        try:
+            yield from real_dump(*args, **kwargs)
+        finally:
+            try:
+                os.unlink(marker)
+            except FileNotFoundError:
+                pass
+    cw.dump_base = dump_base
 
 
 class IncrementalSeq(Topology):

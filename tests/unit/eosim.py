@@ -215,3 +215,5 @@ class EOSim:
     def close(self):
         for inst in self.inst.values():
             inst.close_socket()
+            if inst.state is not None and inst.state.on_disk:
+                inst.state.keyed.close()

@@ -512,9 +512,10 @@ def _pump(sim):
     assert not any(i.ckpt.writer.pending for i in sim.inst.values()), "writes still pending"
 
 
+@pytest.mark.parametrize("backend", ["memory", "disk"])
 @pytest.mark.parametrize("threaded", [False, True])
-def test_instances_write_deltas_compact_and_restart_exactly(tmp_path, threaded):
-    conf = {"bittern.checkpoint.incremental.max.deltas": 2}
+def test_instances_write_deltas_compact_and_restart_exactly(tmp_path, threaded, backend):
+    conf = {"bittern.checkpoint.incremental.max.deltas": 2, "bittern.state.backend": backend}
     sim = EOSim(tmp_path, 2, 1, keys=5, stride=1000, **conf)
     if threaded:
         for inst in sim.inst.values():
@@ -529,6 +530,7 @@ def test_instances_write_deltas_compact_and_restart_exactly(tmp_path, threaded):
     sim.run()
     _pump(sim)
     assert sim.store.latest_complete() == 7
+    assert {sim.inst[t].state.on_disk for t in sim.tasks("count")} == {backend == "disk"}
     count = sim.tasks("count")[0]
     kinds = [read_parent(sim.store.path(c, count)) for c in range(5, 8)]
     # 1: a base (from nothing), 2, 3: deltas, 4: a compaction (base), 5, 6: deltas, 7: base
