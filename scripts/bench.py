@@ -20,7 +20,25 @@ Rows (pick with ``--only``, comma-separated, a prefix matches: ``amo``, ``bitter
 * ``eo-111``: the same word count exactly once (``EFFECTIVELY_ONCE``, a checkpoint
   every second: ``topology.stateful.checkpoint.interval.seconds=1``), 1-1-1 in one
   container; the spout's position and the counts (keyed) are checkpointed state
-  (``BENCH_STATEFUL=1``). Compared with ``alo-111`` (target EO / ALO >= 0.75).
+  (``BENCH_STATEFUL=1``), and the counts go out through a transactional ``FileSink``
+  (a fourth component, ``sink``: at every checkpoint the count bolt emits the counts
+  that changed, committed when the checkpoint is complete; ``BENCH_SINK_DIR``). The
+  run is bounded (``--until-done`` waits until the checkpoint after the spout's last
+  emit is committed at the sink); then the committed files are checked: every word's
+  largest committed count must be its expected count, each word's counts must
+  increase once per checkpoint, nothing may be left uncommitted; otherwise the run
+  fails (the row's ok column, "failed runs", exit status 1). words/s still ends at
+  the last word counted (as before the sink); the "exactly-once output" table adds
+  the time to the committed end. Compared with ``alo-111`` (target EO / ALO >= 0.75).
+* ``ckpt-1m`` (a row group, scripts/benchkit/groups.py): checkpoint bytes and time with
+  ``--ckpt-keys`` (1,000,000) keys in keyed state and 0.1 % / 1 % / 10 % changed per
+  interval, through the instance's own ``Checkpointing`` (scripts/benchkit/ckpt.py,
+  run as ``scripts/ckpt_measure.py --json`` in a process of its own): full-snapshot
+  bytes, delta bytes and share, the loop's pause (median, max), the writer's write
+  time, and the longest gap of a busy loop while a compaction runs. Targets: with 1 %
+  changed a checkpoint writes <= 5 % of the full snapshot's bytes, and the longest
+  processing pause at a checkpoint is <= 10 ms. (``disk-10m``, the disk keyed-state
+  backend with 10M keys, is to be added there as another group: see that module.)
 * ``ml-json-111``, ``ml-msgpack-111``: at-most-once 1-1-1 word count whose split bolt
   is a multilang component written with pystorm (streamparse's runtime, from PyPI in
   a virtualenv under /tmp/bittern-bench/), speaking JSON or msgpack; compared with
@@ -90,6 +108,7 @@ except ImportError:  # run with a python that lacks psutil: use the project's vi
     raise
 
 from benchkit.common import BITTERN_ROWS, PEER_ROWS, PROBES, WINDOW_ROWS, WORK
+from benchkit.groups import ROW_GROUPS
 from benchkit.peers import Peers
 from benchkit.report import Report
 from benchkit.runner import BitternRunner
@@ -102,7 +121,7 @@ from benchkit.workload import Workload
 # ---------------------------------------------------------------------------------------
 
 def select(only, peers):
-    ours = list(BITTERN_ROWS) + list(WINDOW_ROWS) + PROBES
+    ours = list(BITTERN_ROWS) + list(WINDOW_ROWS) + list(ROW_GROUPS) + PROBES
     names = (PEER_ROWS if peers else []) + ours
     if not only:
         return names
@@ -127,7 +146,8 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=None, help="runs per row (default 3; 1 with --quick)")
     ap.add_argument("--quick", action="store_true", help="smoke test: 1 run, small N, short windows")
     ap.add_argument("--only", default="", help="comma-separated rows (prefixes match): "
-                    + ", ".join(list(BITTERN_ROWS) + PROBES + PEER_ROWS) + ", bittern, peers")
+                    + ", ".join(list(BITTERN_ROWS) + list(WINDOW_ROWS) + list(ROW_GROUPS) + PROBES + PEER_ROWS)
+                    + ", bittern, peers")
     ap.add_argument("--peers", action="store_true", help="also run the peers (plain, zmq, bytewax)")
     ap.add_argument("--peers-dir", default=os.path.normpath(os.path.join(ROOT, "..", "shared", "bench")),
                     help="where the peers' scripts are (default: ../shared/bench beside the repo)")
@@ -140,6 +160,10 @@ def main(argv=None):
                          "every key has its 10 sliding windows open; 20000 with --quick)")
     ap.add_argument("--lat-secs", type=float, default=None,
                     help="length of a latency run at half rate (default 4; 1.5 with --quick)")
+    ap.add_argument("--ckpt-keys", type=int, default=None,
+                    help="keys in keyed state of the ckpt-1m rows (default 1000000; 100000 with --quick)")
+    ap.add_argument("--ckpt-rounds", type=int, default=None,
+                    help="checkpoints per changed fraction of the ckpt-1m rows (default 5; 2 with --quick)")
     ap.add_argument("--idle-secs", type=float, default=None,
                     help="idle-cpu measurement window (default 8; 3 with --quick)")
     ap.add_argument("--config", action="append", default=[], metavar="K=V",
@@ -163,6 +187,8 @@ def main(argv=None):
     a.win_n = a.win_n or (20_000 if a.quick else 150_000)
     a.lat_secs = a.lat_secs or (1.5 if a.quick else 4.0)
     a.idle_secs = a.idle_secs or (3.0 if a.quick else 8.0)
+    a.ckpt_keys = a.ckpt_keys or (100_000 if a.quick else 1_000_000)
+    a.ckpt_rounds = a.ckpt_rounds or (2 if a.quick else 5)
     a.peers_dir = os.path.abspath(a.peers_dir)
     items = select(a.only, a.peers)
     os.makedirs(WORK, exist_ok=True)
@@ -179,6 +205,7 @@ def main(argv=None):
         peer_items = []
     bt = BitternRunner(a, workload)
     win = WindowRunner(bt, workload, a)
+    groups = {k: ROW_GROUPS[k](a, bt, workload) for k in items if k in ROW_GROUPS}
     records = []
     outf = open(a.out, "a") if a.out else None
     t_start = time.time()
@@ -190,7 +217,8 @@ def main(argv=None):
         brief = {k: (round(v, 3) if isinstance(v, float) else v) for k, v in rec.items()
                  if k in ("row", "ok", "sent_per_s", "words_per_s", "startup_s", "peak_rss_mb", "p50_ms",
                           "p99_ms", "wm_p99_ms", "win_bolt_rss_mb", "open_windows_peak", "foreign_cpu_pct",
-                          "problems")}
+                          "sink_exact", "commit_after_s", "share_1pct", "pause_max_1pct_ms",
+                          "compact_gap_max_ms", "problems")}
         print(f"[bench] run {run + 1}/{a.runs} {kind:10s} {json.dumps(brief)}", file=sys.stderr, flush=True)
         if outf:
             slim = {k: v for k, v in rec.items() if k not in ("counts",)}
@@ -216,6 +244,9 @@ def main(argv=None):
                             rate = th["sent_per_s"] / 2
                             n_lat = max(20, int(rate * a.lat_secs))
                             keep(win.run(row, window, 0, "latency", n_lat, rate=rate), "latency", run)
+                elif item in groups:
+                    for rec in groups[item].run(run):
+                        keep(rec, groups[item].kind, run)
                 elif item == "idle-latency":
                     keep(bt.run_wc("idle-latency", "latency", 10 if a.quick else 25, rate=5.0), "latency", run)
                 elif item == "idle-cpu":
@@ -230,7 +261,7 @@ def main(argv=None):
             outf.close()
     notes = notes + peers.notes
     notes.append(f"total benchmark time {time.time() - t_start:.0f}s")
-    print(Report(records, a.runs, notes, workload.source, a).render(), flush=True)
+    print(Report(records, a.runs, notes, workload.source, a, groups.values()).render(), flush=True)
     bittern_ok = all(r.get("ok") for r in records if r.get("peer") == "bittern")
     return 0 if records and bittern_ok else 1
 

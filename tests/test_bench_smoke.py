@@ -65,3 +65,69 @@ def test_bench_quick_windowed_rows(home, tmp_path):
     # every tuple is in one tumbling window and in ten sliding ones (results checked by digest)
     assert tumble["count_sum"] == 20000 and slide["count_sum"] == 200000, (tumble, slide)
     assert slide["open_windows_peak"] > tumble["open_windows_peak"], (tumble, slide)
+
+
+def test_bench_quick_exactly_once_output_and_checkpoint_rows(home, tmp_path):
+    """eo-111 writes through a transactional FileSink and its committed output is checked
+    exact; the ckpt-1m rows (100,000 keys with --quick) give the checkpoint figures and
+    the issue's targets, in the same run."""
+    out = tmp_path / "bench.jsonl"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench.py"), "--quick",
+                        "--only", "eo-111,ckpt-1m", "--home", home, "--out", str(out)],
+                       capture_output=True, text=True, timeout=240, cwd=ROOT)
+    why = f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    assert r.returncode == 0, f"bench.py exited {r.returncode}\n{why}"
+    rows = [ln.split() for ln in r.stdout.splitlines() if ln.startswith("eo-111 ")]
+    assert rows[0][1] == "2/2" and rows[1][1] == "2/2", why  # the first table's, the exactly-once output's
+    assert "exactly-once output" in r.stdout and "checkpoint cost, 100,000 keys" in r.stdout, why
+    for target in ("ckpt-1m, 1% changed: largest checkpoint / full snapshot (bytes)",
+                   "ckpt-1m, 1% changed: longest loop pause at a checkpoint (ms)"):
+        assert target in r.stdout, why
+    recs = {(rec["row"], rec["kind"]): rec for rec in map(json.loads, out.read_text().splitlines())}
+    assert set(recs) == {("eo-111", "throughput"), ("eo-111", "latency"), ("ckpt-1m", "ckpt")}, sorted(recs)
+    for kind in ("throughput", "latency"):
+        eo = recs[("eo-111", kind)]
+        assert eo["ok"] and eo["sink_exact"] and not eo["problems"], eo
+        # every word's final count committed (~130 distinct words), at least the end's checkpoint
+        assert eo["sink_files"] >= 1 and eo["sink_checkpoints"] >= 1 and eo["sink_rows"] >= 100, eo
+        assert eo["sink_rows_received"] == eo["sink_rows"], eo  # no failure: nothing replayed
+    th = recs[("eo-111", "throughput")]
+    assert th["sentences"] == 20000 and th["words"] == 148000 and th["words_per_s"] > 0, th
+    ck = recs[("ckpt-1m", "ckpt")]
+    assert ck["ok"] and ck["restored_exact"] and ck["keys"] == 100000 and ck["rounds"] == 2, ck
+    assert [f["keys_changed"] for f in ck["fractions"]] == [100, 1000, 10000], ck["fractions"]
+    assert all(len(f["delta_bytes"]) == len(f["pause_ms"]) == 2 for f in ck["fractions"])
+    deltas = [f["delta_bytes_med"] for f in ck["fractions"]]
+    assert 0 < deltas[0] < deltas[1] < deltas[2] < ck["full_bytes"], (deltas, ck["full_bytes"])
+    assert len(ck["compactions"]) == 3 and all(c["base_bytes"] > 0 for c in ck["compactions"]), ck
+    assert not os.listdir(os.path.join(home, "ckpt-measure")), "the checkpoint files were not removed"
+    assert not os.listdir(os.path.join(home, "sink")), "the sink's output of an ok run was not removed"
+
+
+def test_the_committed_output_check_finds_what_is_not_exact(tmp_path, monkeypatch):
+    """scripts/benchkit/runner.py check_committed, on sink directories written by hand: exact
+    output passes; a wrong final count, a count committed twice and an uncommitted leftover
+    each fail, naming what is wrong."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "scripts"))
+    from benchkit.runner import check_committed
+
+    def sink(name, files):
+        d = tmp_path / name
+        d.mkdir()
+        for fname, rows in files.items():
+            (d / fname).write_text("".join(json.dumps(row) + "\n" for row in rows))
+        return str(d)
+
+    want = {"a": 3, "b": 1}
+    good = {"counts-1-1.jsonl": [["a", 2], ["b", 1]], "counts-2-1.jsonl": [["a", 3]]}
+    rec = {}
+    assert check_committed(rec, sink("good", good), want) == []
+    assert rec == {"sink_files": 2, "sink_rows": 3, "sink_checkpoints": 2, "sink_exact": True}
+    short = check_committed({}, sink("short", {"counts-1-1.jsonl": [["a", 2], ["b", 1]]}), want)
+    assert len(short) == 1 and "not exact: 1 of 2 words" in short[0] and "'a' 2 (want 3)" in short[0], short
+    twice = check_committed({}, sink("twice", dict(good, **{"counts-3-1.jsonl": [["a", 3]]})), want)
+    assert len(twice) == 1 and "'a' do not increase once per checkpoint" in twice[0], twice
+    left = check_committed({}, sink("left", dict(good, **{".pending-counts-3-1": [["a", 4]]})), want)
+    assert len(left) == 1 and "left uncommitted" in left[0], left
+    assert check_committed({}, str(tmp_path / "none"), want) == [f"the sink wrote nothing: no directory "
+                                                                  f"{tmp_path / 'none'}"]

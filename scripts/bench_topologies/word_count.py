@@ -21,6 +21,15 @@ the same values):
 * ``BENCH_STATEFUL`` = ``1`` for the exactly-once rows: the spout keeps its position
   and the count bolt its counts (keyed) in checkpointed state (``init_state`` /
   ``pre_save``); otherwise the components have no state API at all, as before.
+* ``BENCH_SINK_DIR`` (with ``BENCH_STATEFUL=1``): the counts also go out through a
+  transactional ``FileSink`` in that directory. At every checkpoint (``pre_save``) the
+  count bolt emits ``[word, count]`` for each word whose count changed since the last
+  one, before the barrier, and a fourth component, ``sink`` (a ``SinkBolt``, fields
+  grouping on "word", the count's parallelism), stages them under that checkpoint and
+  commits them when it is complete: ``counts-<checkpoint>-<task>.jsonl``, one
+  ``["word", count]`` per line, the running total. A word's final count is its
+  largest committed count; ``scripts/benchkit/runner.py`` checks those against the
+  expected counts after the run.
 
 Read from the component config (``--config k=v``):
 
@@ -28,14 +37,16 @@ Read from the component config (``--config k=v``):
   ``bench.lat.samples`` (latency samples kept per count task, default 20000).
 
 Every spout emits exactly N sentences with ``tup_id`` set (so at-least-once
-tracks them), then calls ``done()``; ``bittern run --until-done`` then stops.
-At ``close()`` each spout and count task prints one line ``BENCH {json}``.
+tracks them), then calls ``done()``; ``bittern run --until-done`` then stops (under
+exactly once: once the checkpoint after the last emit is committed at every sink).
+At ``close()`` each spout, count and sink task prints one line ``BENCH {json}``.
 """
 import json
 import os
 import time
 
 from bittern import Bolt, Grouping, ShellBolt, Spout, TopologyBuilder
+from bittern.sinks import FileSink, SinkBolt
 
 SENTENCES = [
     "the quick brown fox jumps over the lazy dog",
@@ -231,8 +242,9 @@ class StatefulSpout:
 
 class StatefulCount:
     """Counts in keyed state. The hot path stays a dict update; ``pre_save`` moves the
-    counts into ``state.keyed`` (a put checks and hashes its key: too dear per word),
-    and ``init_state`` reads them back."""
+    counts that changed since the last checkpoint into ``state.keyed`` (a put checks and
+    hashes its key: too dear per word) and, with a sink (``BENCH_SINK_DIR``), emits them
+    as ``[word, count]`` before the barrier; ``init_state`` reads them back."""
 
     def initialize(self, config, context):
         restored = getattr(self, "counts", None)
@@ -243,11 +255,17 @@ class StatefulCount:
     def init_state(self, state):
         self.keyed = state.keyed
         self.counts = dict(state.keyed.items())
+        self.saved = dict(self.counts)  # what the last complete checkpoint holds
 
     def pre_save(self, checkpoint_id):
-        put = self.keyed.put
+        put, saved = self.keyed.put, self.saved
+        emit = self.emit if SINK_DIR else None
         for word, n in self.counts.items():
-            put(word, n)
+            if saved.get(word) != n:
+                put(word, n)
+                saved[word] = n
+                if emit is not None:
+                    emit([word, n])
 
 
 class StatefulSentenceSpout(StatefulSpout, SentenceSpout):
@@ -266,7 +284,37 @@ class StatefulLatencyCountBolt(StatefulCount, LatencyCountBolt):
     pass
 
 
+class TimedFileSink(FileSink):
+    """A FileSink that notes when it last made a checkpoint's output visible."""
+
+    t_commit = None
+
+    def _commit(self, n):
+        super()._commit(n)
+        self.t_commit = time.time()
+
+
+class CountsSink(SinkBolt):
+    """The exactly-once rows' output: ``[word, count]`` through a transactional FileSink."""
+
+    def make_sink(self, config, context):
+        self.task = context.task_id
+        self.rows = 0
+        return TimedFileSink(SINK_DIR, "counts")
+
+    def process(self, tup):
+        self.rows += 1
+        super().process(tup)
+
+    def close(self):
+        if self.sink is not None:
+            report("sink", task=self.task, rows=self.rows, committed=len(self.sink.committed),
+                   t_commit=self.sink.t_commit)
+        super().close()
+
+
 STATEFUL = os.environ.get("BENCH_STATEFUL", "0") == "1"
+SINK_DIR = os.environ.get("BENCH_SINK_DIR") if STATEFUL else None
 if STATEFUL:
     SPOUT = {"throughput": StatefulSentenceSpout, "latency": StatefulPacedSentenceSpout, "idle": IdleSpout}[MODE]
     COUNT = StatefulLatencyCountBolt if MODE == "latency" else StatefulCountBolt
@@ -284,4 +332,6 @@ elif SPLIT_KIND != "native":
 builder = TopologyBuilder("bench_wc")
 sentence = builder.add_spout("sentence", SPOUT, par=PAR[0])
 split = builder.add_bolt("split", SPLIT, par=PAR[1], inputs=[sentence])
-builder.add_bolt("count", COUNT, par=PAR[2], inputs={split: Grouping.fields("word")})
+count = builder.add_bolt("count", COUNT, par=PAR[2], inputs={split: Grouping.fields("word")})
+if SINK_DIR:
+    builder.add_bolt("sink", CountsSink, par=PAR[2], inputs={count: Grouping.fields("word")})

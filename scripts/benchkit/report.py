@@ -66,12 +66,13 @@ def median_or_none(vals):
 
 
 class Report:
-    def __init__(self, records, runs, notes, workload_source, args):
+    def __init__(self, records, runs, notes, workload_source, args, groups=()):
         self.records = records
         self.runs = runs
         self.notes = notes
         self.src = workload_source
         self.args = args
+        self.groups = list(groups)  # row groups (benchkit/groups.py): their sections and targets
 
     def by(self, row, kind=None):
         return [r for r in self.records if r.get("row") == row and (kind is None or r.get("kind") == kind)]
@@ -124,8 +125,25 @@ class Report:
                       "watermark delay p50 / p99 ms (half rate)", "window lat. p50 / p99 ms (full rate)",
                       "window bolt peak RSS MB", "open windows (peak)", "results"], rows)
 
+    def eo_table(self):
+        """The exactly-once rows' output: committed through a transactional FileSink, checked."""
+        rows = []
+        for row in self.rows_present("throughput"):
+            recs = [r for r in self.by(row) if "sink_exact" in r]
+            if not recs:
+                continue
+            th = [r for r in recs if r.get("kind") == "throughput" and r.get("ok")]
+            rows.append([row, f"{sum(1 for r in recs if r['sink_exact'])}/{len(recs)}",
+                         fmt([r.get("sink_rows") for r in th], f0), fmt([r.get("sink_checkpoints") for r in th], f0),
+                         fmt([r.get("commit_after_s") for r in th], f2),
+                         fmt([r.get("committed_words_per_s") for r in th], human)])
+        if not rows:
+            return ""
+        return table(["row", "committed output exact", "rows committed", "checkpoints committed",
+                      "end committed after the last word s", "words/s to the committed end"], rows)
+
     def cpu_table(self):
-        groups = ["sentence", "split", "count", "stmgr", "tmaster", "supervisor", "bittern-cli"]
+        groups = ["sentence", "split", "count", "sink", "stmgr", "tmaster", "supervisor", "bittern-cli"]
         rows = []
         for row in self.rows_present("throughput"):
             th = [r for r in self.by(row, "throughput") if r.get("ok") and r.get("cpu_window_s")]
@@ -173,10 +191,20 @@ class Report:
         if rows:
             out.append(table(headers, rows))
             out.append("ok: runs whose final counts were exactly the expected ones (Bittern: throughput + latency "
-                       "runs; at least once also needs every tree acked, none failed); p50/p99: end-to-end, spout "
+                       "runs; at least once also needs every tree acked, none failed; exactly once its committed "
+                       "output exact, below); p50/p99: end-to-end, spout "
                        "emit -> count bolt (win-111: window latency, below), at half the rate of the throughput "
                        "run; peak RSS: summed over the "
                        "whole process tree (procs: most processes seen at once)")
+        eo = self.eo_table()
+        if eo:
+            out.append("\nexactly-once output (eo-*: the count bolt emits each changed count at every checkpoint to "
+                       "a SinkBolt over a transactional FileSink; after the run the committed files are read: "
+                       "exact = every word's largest committed count is its expected count, each word's counts "
+                       "increase once per checkpoint, nothing left uncommitted; throughput + latency runs; the "
+                       "figures are the throughput runs'. words/s above stops at the last word counted, the last "
+                       "column at the end's commit, which waits for the checkpoint after the spout's done())")
+            out.append(eo)
         cpu = self.cpu_table()
         if cpu:
             out.append("\nwhere the CPU goes in the throughput runs, from the first sentence emitted to the last "
@@ -194,6 +222,12 @@ class Report:
                        "accumulators the task held when a window start first fired; results: (key, window) "
                        "results emitted")
             out.append(win)
+        group_targets = []
+        for g in self.groups:
+            text = g.render(self.records)
+            if text:
+                out.append(text)
+            group_targets += g.targets(self.records)
         probes = []
         il = self.by("idle-latency", "latency")
         if il:
@@ -309,6 +343,7 @@ class Report:
             v = [r["peak_rss_mb"] for r in th]
             targets.append(("word count ALO 1-1-1 peak RSS, all processes (MB)", fmt(v, f0),
                             f"< {TARGET_WC_RSS_MB:g}", median_or_none(v), lambda m: m < TARGET_WC_RSS_MB))
+        targets += group_targets
         if targets:
             out.append("\ntargets (reported, not asserted):")
             out.append(table(["target", "measured", "wanted", "verdict"],
@@ -326,6 +361,7 @@ class Report:
                 out.append(f"  {r.get('row')} run {r.get('run')} ({r.get('kind')}): "
                            + "; ".join(r.get("problems") or [])
                            + (f" logs: {r['logs']}" if r.get("logs") else "")
+                           + (f" sink output: {r['sink_dir']}" if r.get("sink_dir") else "")
                            + (("\n    " + r["stderr_tail"].strip().replace("\n", "\n    ")[-800:])
                               if r.get("stderr_tail") else ""))
         if self.notes:

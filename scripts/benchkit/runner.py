@@ -1,8 +1,11 @@
 """Bittern's rows: ``bittern run`` of the bench topology, throughput and latency runs."""
 from __future__ import annotations
 
+import glob
 import json
 import os
+import re
+import shutil
 import time
 from collections import Counter
 
@@ -92,8 +95,12 @@ class BitternRunner:
         if rate:
             confs["bench.rate"] = round(rate, 3)
         name = self.name(row)
-        m = Measured(self.cmd(name, confs), self.env(mode, par, rel, row),
-                     timeout=timeout or self.args.timeout).wait()
+        env = self.env(mode, par, rel, row)
+        sink_dir = None
+        if rel == "EFFECTIVELY_ONCE":  # the counts also go out through a transactional FileSink
+            sink_dir = env["BENCH_SINK_DIR"] = os.path.join(self.home, "sink", name)
+            shutil.rmtree(sink_dir, ignore_errors=True)
+        m = Measured(self.cmd(name, confs), env, timeout=timeout or self.args.timeout).wait()
         rec = m.base_record()
         rec.update({"peer": "bittern", "row": row, "mode": mode, "reliability": rel, "par": par,
                     "stmgrs": stmgrs, "sentences_target": n})
@@ -127,6 +134,13 @@ class BitternRunner:
             ack_lasts = [b["t_last_ack"] for b in spouts if b.get("t_last_ack")]
             if ack_lasts and firsts:
                 rec["last_ack_s"] = max(ack_lasts) - min(firsts)
+        if sink_dir is not None:
+            sinks = [b for b in bench if b.get("bench") == "sink"]
+            problems += check_committed(rec, sink_dir, self.workload.expected_counts(n * spout_par))
+            rec["sink_rows_received"] = sum(b.get("rows", 0) for b in sinks)
+            commits = [b["t_commit"] for b in sinks if b.get("t_commit")]
+            if commits:
+                rec["t_commit"] = max(commits)
         if summary is not None:
             rec["drained"] = summary.get("drained")
             rec["stmgr_dropped"] = summary.get("stmgr_dropped")
@@ -138,6 +152,10 @@ class BitternRunner:
             if t_end > t_first:
                 rec["sent_per_s"] = sentences / (t_end - t_first)
                 rec["words_per_s"] = words / (t_end - t_first)
+            if rec.get("t_commit") and rec["t_commit"] > t_first:
+                # (exactly once) the last word counted -> its count committed at the sink
+                rec["commit_after_s"] = rec["t_commit"] - t_end
+                rec["committed_words_per_s"] = words / (rec["t_commit"] - t_first)
         rec["rss_by_process_mb"] = self._rss_by_role(m)
         if rec.get("proc_s"):
             rec["cpu_window_s"] = self._cpu_by_group(m, rec["t_first"], rec["t_end"])
@@ -148,8 +166,12 @@ class BitternRunner:
         if problems:
             rec["stderr_tail"] = m.err[-2000:]
             rec["logs"] = os.path.join(self.home, "logs", name)
+            if sink_dir is not None and os.path.isdir(sink_dir):
+                rec["sink_dir"] = sink_dir  # kept to look at
         else:
             self._clean_logs(name)
+            if sink_dir is not None:
+                shutil.rmtree(sink_dir, ignore_errors=True)
         return rec
 
     def _rss_by_role(self, m):
@@ -244,3 +266,54 @@ class BitternRunner:
         return rec
 
 
+_COMMITTED = re.compile(r"^counts-(\d+)-(\d+)\.jsonl$")
+
+
+def check_committed(rec, sink_dir, expected):
+    """The exactly-once rows' committed output (scripts/bench_topologies/word_count.py,
+    ``BENCH_SINK_DIR``): ``counts-<checkpoint>-<task>.jsonl`` files of ``[word, running
+    count]`` lines. Exact when every word's largest committed count is its expected count
+    and each word's committed counts strictly increase with the checkpoint (a count is
+    committed once per checkpoint it changed in: none replayed, none rolled back), and
+    nothing is left pre-committed or staged (the end was committed). Adds the figures to
+    ``rec``; returns the problems."""
+    problems = []
+    if not os.path.isdir(sink_dir):
+        return [f"the sink wrote nothing: no directory {sink_dir}"]
+    by_word = {}  # word -> [(checkpoint, count)]
+    files = rows = 0
+    checkpoints = set()
+    for name in sorted(os.listdir(sink_dir)):
+        m = _COMMITTED.match(name)
+        if m is None:
+            continue
+        files += 1
+        checkpoints.add(int(m.group(1)))
+        with open(os.path.join(sink_dir, name), encoding="utf-8") as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                try:
+                    word, count = json.loads(line)
+                except ValueError:
+                    problems.append(f"{name}: a line that is not [word, count]: {line.strip()[:60]!r}")
+                    break
+                rows += 1
+                by_word.setdefault(word, []).append((int(m.group(1)), count))
+    final = {w: max(c for _, c in seq) for w, seq in by_word.items()}
+    rec.update(sink_files=files, sink_rows=rows, sink_checkpoints=len(checkpoints))
+    wrong = sorted(w for w in set(final) | set(expected) if final.get(w) != expected.get(w))
+    if wrong:
+        eg = ", ".join(f"{w!r} {final.get(w)} (want {expected.get(w)})" for w in wrong[:3])
+        problems.append(f"committed output is not exact: {len(wrong)} of {len(expected)} words differ "
+                        f"from the expected counts, e.g. {eg}")
+    for w, seq in sorted(by_word.items()):
+        seq.sort()
+        if any(a[0] >= b[0] or a[1] >= b[1] for a, b in zip(seq, seq[1:])):
+            problems.append(f"committed counts of {w!r} do not increase once per checkpoint: {seq[:6]}")
+            break
+    left = sorted(glob.glob(os.path.join(sink_dir, ".pending-*")) + glob.glob(os.path.join(sink_dir, ".staging-*")))
+    if left:
+        problems.append(f"{len(left)} sink file(s) left uncommitted at the end, e.g. {os.path.basename(left[0])}")
+    rec["sink_exact"] = not problems
+    return problems
