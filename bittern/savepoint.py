@@ -22,6 +22,11 @@ as its latest complete checkpoint, with the task layout it was taken with: every
 of the new topology restores by component name and index, key groups moving when a
 parallelism changed (``instance/rescale.py``), and components the savepoint does not
 know start empty.
+
+Taking one (:func:`take`) and starting from one (:func:`check_restore`,
+:func:`install_fresh`) are the same code in both modes: the CLI runs them in local
+mode, the leader nimbus in cluster mode (``nimbus/savepoints.py``), against
+``bittern.checkpoint.dir``, the directory every host shares.
 """
 from __future__ import annotations
 
@@ -34,15 +39,22 @@ import zlib
 
 from .api.state import State, StateFormatError
 from .checkpoint import CheckpointCorrupt, CheckpointError, check_layout, component_tasks, decode_file, encode_file
+from .config import EFFECTIVELY_ONCE
 from .errors import BitternError
+from .wire import Op
 
 FORMAT = "bittern-savepoint"
 VERSION = 1
 MANIFEST = "savepoint.json"
+WAIT_TRIES = 3  # checkpoint timeouts to wait for the savepoint's checkpoint
 
 
 class SavepointError(BitternError):
     """A savepoint that cannot be taken or used (the message names it and the mismatch)."""
+
+
+class CheckpointGone(SavepointError):
+    """The checkpoint to copy was pruned meanwhile (the next one is taken instead)."""
 
 
 def _holds_state(data):
@@ -52,15 +64,20 @@ def _holds_state(data):
     return bool(len(st) or len(st.keyed) or st.system_keyed.groups())
 
 
+def check_target(target):
+    """Refuse a savepoint directory that exists and is not empty (before anything waits)."""
+    if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
+        raise SavepointError(f"savepoint {target}: the directory exists and is not empty")
+
+
 def write(store, checkpoint_id, target, tdef, key_groups):
     """Copy complete checkpoint ``checkpoint_id`` of ``store`` into the new savepoint
     directory ``target`` (which must not exist, or be empty); returns the manifest."""
     target = os.path.abspath(target)
-    if os.path.exists(target) and (not os.path.isdir(target) or os.listdir(target)):
-        raise SavepointError(f"savepoint {target}: the directory exists and is not empty")
+    check_target(target)
     meta = store.metadata(checkpoint_id)
     if meta is None:
-        raise SavepointError(f"checkpoint {checkpoint_id} of {store.topology!r} is not complete (pruned?)")
+        raise CheckpointGone(f"checkpoint {checkpoint_id} of {store.topology!r} is not complete (pruned?)")
     layout = meta.get("layout")
     files, stateful = {}, {}
     parent = os.path.dirname(target)
@@ -71,7 +88,8 @@ def write(store, checkpoint_id, target, tdef, key_groups):
             try:
                 data = store.load(checkpoint_id, task)  # the full state: a delta's chain resolved
             except CheckpointError as e:
-                raise SavepointError(f"savepoint {target}: {e}") from None
+                gone = store.metadata(checkpoint_id) is None  # pruned while copying: not an error
+                raise (CheckpointGone if gone else SavepointError)(f"savepoint {target}: {e}") from None
             blob = encode_file(data)
             comp = _component_of(layout, task)
             stateful[comp] = stateful.get(comp, False) or _holds_state(data)
@@ -142,13 +160,14 @@ def read(path):
         except FileNotFoundError:
             raise SavepointError(f"{where}: the state of task {task} ({_component_of(doc.get('layout'), task)}) "
                                  f"is missing (task-{task}.bin)") from None
+        whose = f"the state of component {_component_of(doc.get('layout'), task)!r}, task {task}"
         if len(blob) != info.get("bytes") or zlib.crc32(blob) != info.get("crc32"):
             raise SavepointError(f"{where}: task-{task}.bin is corrupt or truncated ({len(blob)} bytes, the "
-                                 f"manifest says {info.get('bytes')}; checksum mismatch)")
+                                 f"manifest says {info.get('bytes')}; checksum mismatch; {whose})")
         try:
             State.restore(decode_file(blob, fp))
         except (CheckpointCorrupt, StateFormatError) as e:
-            raise SavepointError(f"{where}: {e}") from None
+            raise SavepointError(f"{where}: {e} ({whose})") from None
     return doc
 
 
@@ -180,8 +199,7 @@ def check_compatible(doc, path, tdef, key_groups, allow_non_restored=False):
 
 def install(path, doc, store, state):
     """Put the savepoint into ``store`` (a new submission's, still empty) as its latest
-    complete checkpoint, and the epoch record that makes the topology master keep it.
-    Returns the checkpoint id."""
+    complete checkpoint. Returns the checkpoint id."""
     cid = doc["checkpoint"]
     tasks = []
     for task in doc["files"]:
@@ -189,9 +207,102 @@ def install(path, doc, store, state):
         dst = store.path(cid, t)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         shutil.copyfile(os.path.join(path, f"task-{task}.bin"), dst)
+        with open(dst, "rb+") as f:  # durable before it is recorded complete (a shared disk)
+            os.fsync(f.fileno())
         tasks.append(t)
+    if tasks:
+        _fsync_dir(os.path.dirname(store.path(cid, tasks[0])))
     store.mark_complete(cid, tasks, layout=doc.get("layout"))
     return cid
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def install_fresh(path, doc, store, state, submitted_at):
+    """Start a new submission (``submitted_at``, as in its topology record) from the
+    checked savepoint at ``path``: whatever checkpoints the name had are deleted, the
+    savepoint becomes the latest complete checkpoint, and the epoch record names this
+    submission, so its topology master restores it instead of starting afresh. Must run
+    before any of the topology's processes starts. Returns the checkpoint id."""
+    store.delete_all()
+    cid = install(os.path.abspath(path), doc, store, state)
+    state.put(f"{store.meta}/epoch", {"epoch": 0, "submitted_at": submitted_at})
+    return cid
+
+
+def check_restore(path, tdef, conf, allow_non_restored=False):
+    """Check savepoint ``path`` against the topology about to start (``conf``: its merged
+    config), before anything starts; returns its manifest."""
+    if conf.get("topology.reliability.mode") != EFFECTIVELY_ONCE:
+        raise SavepointError(f"savepoint {path}: topology {tdef.name!r} is "
+                             f"{conf.get('topology.reliability.mode')}; state is restored under "
+                             f"EFFECTIVELY_ONCE only")
+    doc = read(path)
+    check_compatible(doc, path, tdef, conf["bittern.state.key.groups"], allow_non_restored)
+    return doc
+
+
+# -- taking one --------------------------------------------------------------------------
+
+def require_exactly_once(name, conf):
+    if conf.get("topology.reliability.mode") != EFFECTIVELY_ONCE:
+        raise SavepointError(f"topology {name!r} is {conf.get('topology.reliability.mode')}: only an "
+                             f"EFFECTIVELY_ONCE topology keeps the checkpoints a savepoint is made of")
+
+
+def wait_limit(conf):
+    """Seconds :func:`take` waits for a checkpoint to complete."""
+    return WAIT_TRIES * float(conf["topology.stateful.checkpoint.timeout.secs"]) + \
+        float(conf["topology.stateful.checkpoint.interval.seconds"])
+
+
+def default_name(name):
+    return f"{name}-{time.strftime('%Y%m%dT%H%M%S')}"
+
+
+def take(tm, store, tdef, conf, key_groups, target, deactivate=None, say=lambda line: None):
+    """Savepoint ``target`` of the running topology whose topology master answers on
+    ``tm`` (a :class:`bittern.client.TMClient`) and whose checkpoints are in ``store``:
+    the first checkpoint that completes after this call, after ``deactivate()`` (when
+    given: spouts stopped, so that it holds everything the topology took in). Returns
+    the manifest."""
+    name = store.topology
+    limit = wait_limit(conf)
+    check_target(target)
+    if deactivate is not None:
+        deactivate()
+        say(f"{name} deactivated")
+    ck = tm.request(Op.GET_METRICS).get("checkpoints") or {}
+    mark = max(ck.get("in_flight") or 0, ck.get("last_complete") or 0)
+    deadline = time.monotonic() + limit
+    while True:
+        ck = tm.request(Op.GET_METRICS).get("checkpoints") or {}
+        cid = ck.get("last_complete") or 0
+        if cid > mark and not ck.get("rolling_back"):
+            try:
+                doc = write(store, cid, target, tdef, key_groups)
+                break
+            except CheckpointGone as e:  # pruned meanwhile: take the next one
+                if time.monotonic() >= deadline:
+                    raise SavepointError(f"savepoint of {name!r}: could not copy checkpoint {cid}: {e}") from None
+                mark = cid
+            except OSError as e:
+                raise SavepointError(f"savepoint of {name!r}: could not copy checkpoint {cid} to {target}: "
+                                     f"{e}") from None
+        if time.monotonic() >= deadline:
+            raise SavepointError(f"savepoint of {name!r}: no checkpoint completed within {limit:g} s "
+                                 f"(last complete {ck.get('last_complete')}, waiting for "
+                                 f"{ck.get('waiting_for') or 'nothing'})")
+        time.sleep(0.2)
+    say(f"checkpoint {doc['checkpoint']} saved as a savepoint: "
+        f"{sum(1 for c in doc['components'].values() if c['stateful'])} stateful components")
+    return doc
 
 
 def tasks_of(doc, component):

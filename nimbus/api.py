@@ -20,6 +20,7 @@ from bittern import __version__, archive, auth
 from bittern import httpapi
 from bittern.httpapi import JSON_TYPE, Api, dump_json, write_answer
 
+from . import savepoints
 from .daemon import ApiError
 
 log = logging.getLogger("bittern.nimbus.api")
@@ -73,16 +74,32 @@ class NimbusApi:
         if segs == ["api", "v1", "topologies"] and method == "POST":
             return n.submit(self._json(body))
         if len(segs) == 4 and segs[:3] == ["api", "v1", "topologies"] and method == "DELETE":
-            return 200, n.kill(segs[3])
+            return 200, n.kill(segs[3], wait=self._secs(query, "wait"))
         if len(segs) == 5 and segs[:3] == ["api", "v1", "topologies"]:
             name, verb = segs[3], segs[4]
             if verb in ("activate", "deactivate") and method == "POST":
                 return 200, n.set_active(name, verb == "activate")
             if verb == "rebalance" and method == "POST":
                 return 200, n.rebalance(name, self._json(body))
+            if verb == "savepoint" and method == "POST":
+                return 200, savepoints.take(n, name, self._json(body))
             if verb == "logs" and method == "GET":
                 return self.logs(name, query)
         return None
+
+    @staticmethod
+    def _secs(query, key, most=600.0):
+        """A number of seconds from the query string (None if absent)."""
+        raw = (query.get(key) or [None])[-1]
+        if raw is None:
+            return None
+        try:
+            secs = float(raw)
+        except ValueError:
+            secs = -1.0
+        if not 0 <= secs <= most:
+            raise ApiError(400, f"{key} must be a number of seconds from 0 to {most:g}, got {raw!r}")
+        return secs
 
     @staticmethod
     def _json(body):

@@ -68,6 +68,8 @@ class Nimbus:
         self.election = None
         self.pending = {}  # topology -> why it is not placed yet
         self.scaling = {}  # topology -> the thread carrying out a health manager's scale request
+        self.installing = set()  # topologies whose savepoint this nimbus is installing (savepoints.py)
+        self.killed = {}  # topology -> (its topology master's endpoint and pid, when this nimbus killed it)
         self.token = self._token()
 
     # -- identity -----------------------------------------------------------------------
@@ -175,6 +177,13 @@ class Nimbus:
                     self._write(lambda: self.state.delete(f"assignments/{name}"))
                     asgs.pop(name, None)
                 continue
+            if rec.get("restoring"):  # its savepoint is being installed: not placed before that is done
+                if name not in self.installing:  # by a leader that is gone: it never will be
+                    self._fail(name, rec, {"error": f"topology {name!r}: installing savepoint "
+                                                    f"{rec['restoring'].get('savepoint')} was interrupted by a "
+                                                    f"change of leader; kill it and submit it again"})
+                    asgs.pop(name, None)
+                continue
             status = self.state.status(name) or {}
             if status.get("phase") == "FAILED" and self.state.get(REBALANCE_MARKER.format(name=name)) is None:
                 # (a rebalance whose new plan failed puts the old one back itself)
@@ -263,17 +272,36 @@ class Nimbus:
         if existing is not None:
             raise ApiError(409, f"a topology named {name!r} already exists "
                                 f"({self.source.phase(name, existing)}); kill it first or choose another name")
+        restore = None
+        if body.get("savepoint") is not None:
+            from . import savepoints
+            restore = savepoints.check_submission(self, name, tdef, conf, body["savepoint"])
+            if not savepoints.wait_killed(self, name, savepoints.GONE_WAIT_SECS):
+                raise ApiError(409, f"the topology master of the killed topology {name!r} still answers at "
+                                    f"{self.killed[name][0]}; try again once it is gone")
         if self.state.get_bytes(f"code/{digest}") is None:
             self._write(lambda: self.state.put_bytes(f"code/{digest}", data))
         tdef_doc = tdef.to_dict()
         doc = {"definition": tdef_doc, "config": conf, "state": "PAUSED" if body.get("deactivated") else "RUNNING",
                "submitted_at": time.time(),
                "code": {"digest": digest, "entry": body.get("entry"), "size": len(data)}}
-        if not self._write(lambda: self.state.create(f"topologies/{name}", doc)):
-            raise ApiError(409, f"a topology named {name!r} is already being submitted")
+        if restore is not None:
+            doc["restoring"] = {"savepoint": restore.path}
+            self.installing.add(name)
+        try:
+            if not self._write(lambda: self.state.create(f"topologies/{name}", doc)):
+                raise ApiError(409, f"a topology named {name!r} is already being submitted")
+            if restore is not None:
+                cid = savepoints.install(self, name, restore, doc)
+        finally:
+            self.installing.discard(name)
         log.info("topology %s submitted (%d bytes of code, digest %s)", name, len(data), digest[:12])
         self.wake.set()
-        return self.wait_started(name, conf["bittern.startup.timeout.secs"] if wait is None else wait)
+        status, answer = self.wait_started(name, conf["bittern.startup.timeout.secs"] if wait is None else wait)
+        if restore is not None:
+            answer = dict(answer, restored={"savepoint": restore.path, "checkpoint": cid,
+                                            "topology": restore.doc["topology"]})
+        return status, answer
 
     def wait_started(self, name, timeout):
         deadline = time.monotonic() + timeout
@@ -293,11 +321,16 @@ class Nimbus:
         return 202, {"name": name, "state": self.source.phase(name) or "PENDING",
                      "reason": self.pending.get(name) or f"not running after {timeout:.0f}s"}
 
-    def kill(self, name):
+    def kill(self, name, wait=None):
+        """Remove every record of ``name`` (the supervisors stop its processes). ``wait``:
+        seconds to wait for its topology master to stop answering (``kill --savepoint``:
+        the next step restores under this name); the answer says whether it did."""
         self.require_leader()
         rec = self.state.topology(name)
         if rec is None and self.state.assignment(name) is None:
             raise ApiError(404, f"no topology named {name!r}")
+        from . import savepoints
+        savepoints.remember_killed(self, name, self.state.status(name) or {})
         digest = ((rec or {}).get("code") or {}).get("digest")
         for path in (f"topologies/{name}", f"assignments/{name}", f"status/{name}", f"checkpoints/{name}",
                      f"healthmgr/{name}"):
@@ -307,6 +340,12 @@ class Nimbus:
             self._write(lambda: self.state.delete(f"code/{digest}"))
         self.pending.pop(name, None)
         log.info("topology %s killed", name)
+        if wait:
+            stopped = savepoints.wait_killed(self, name, wait)
+            if not stopped:
+                log.warning("topology %s: its topology master at %s still answers %gs after the kill", name,
+                            self.killed[name][0], wait)
+            return {"name": name, "killed": True, "stopped": stopped}
         return {"name": name, "killed": True}
 
     def set_active(self, name, active):

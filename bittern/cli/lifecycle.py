@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 
 from ..cluster_client import NoSuchTopology, topology_path
 from .. import config as cfg
@@ -107,15 +108,25 @@ def kill_main(args, state, home):
 
 
 def kill_remote(args, client):
+    query = None
     if getattr(args, "savepoint", None):
-        raise BitternError("kill --savepoint works in local mode only in this version")
+        from .savepoint import take_remote
+        path = take_remote(client, args.name, args.savepoint, quiesce=True, say=print)
+        print(f"savepoint of {args.name}: {path}")
+        # the next step is a restore under this name: nimbus answers once the old topology
+        # master stops answering, so that it writes no checkpoint over the restored one
+        query = {"wait": f"{args.timeout:g}"}
     # nimbus answers once the processes are stopped on every host: wait at least --timeout
     try:
-        client.delete(topology_path(args.name), topology=args.name, timeout=max(client.timeout, args.timeout + 5))
+        rep = client.request("DELETE", topology_path(args.name), query=query, topology=args.name,
+                             timeout=max(client.timeout, args.timeout + 5))
     except NoSuchTopology:
         print(f"topology {args.name} is not running (nothing to kill)")
         return 0
     print(f"topology {args.name} killed")
+    if isinstance(rep, dict) and rep.get("stopped") is False:
+        print(f"warning: the topology master of {args.name} still answered {args.timeout:g}s after the kill; "
+              f"nimbus refuses a restore under this name until it is gone", file=sys.stderr)
     return 0
 
 

@@ -6,11 +6,11 @@ topology runs on the cluster."""
 from __future__ import annotations
 
 import base64
+import os
 import sys
 import time
 
 from .. import archive
-from ..errors import BitternError
 from ..cluster_client import API, topology_path
 from .launch import StartupError, launch, prepare
 from .savepoint import add_restore_args
@@ -52,15 +52,20 @@ def submit_body(tdef, conf, code, deactivated):
 
 
 def remote_main(args, client):
-    if args.from_savepoint:
-        raise BitternError("submit --from-savepoint works in local mode only in this version")
     tdef, conf = prepare(args.file, args.name, args.config, warn)
     code = archive.build(args.file)
     for path, why in code.skipped:
         warn(f"warning: {path} is left out of the code sent to the cluster ({why})")
     timeout = conf["bittern.startup.timeout.secs"] + SUBMIT_SLACK_SECS
-    client.post(f"{API}/topologies", submit_body(tdef, conf, code, args.deactivated), topology=tdef.name,
-                timeout=timeout)
+    body = submit_body(tdef, conf, code, args.deactivated)
+    if args.from_savepoint:  # nimbus reads, checks and installs it (a path on its host: nimbus/savepoints.py)
+        body["savepoint"] = {"path": os.path.abspath(args.from_savepoint),
+                             "allow_non_restored_state": bool(args.allow_non_restored_state)}
+    rep = client.post(f"{API}/topologies", body, topology=tdef.name, timeout=timeout)
+    restored = (rep or {}).get("restored") if isinstance(rep, dict) else None
+    if restored:
+        warn(f"starting from savepoint {restored['savepoint']} (checkpoint {restored['checkpoint']} of "
+             f"{restored['topology']!r})")
     watch(client, tdef.name, args.wait)
     ntasks = sum(c.par for c in tdef.components.values())
     print(f"topology {tdef.name} submitted to {client.url}: {ntasks} tasks in {conf['topology.stmgrs']} "
