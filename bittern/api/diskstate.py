@@ -264,7 +264,9 @@ class DiskKeyedState(KeyedState):
         """What a base of the state as it is now is written from, off the loop: the
         pending writes flushed (O(write_buffer)) and a point-in-time iterator (O(1))."""
         self.flush()
-        return _View(self._db.iter(), list(self._group_range()))
+        ro = self._rd.ReadOptions()
+        ro.fill_cache(False)  # (a full scan would push out of the block cache what gets read)
+        return _View(self._db.iter(ro), list(self._group_range()))
 
     def load_groups(self, data, want=None):
         """Write the keyed groups of base ``data`` (bytes of a version-1 document) into
@@ -361,42 +363,48 @@ class _View:
         self.it, self.groups = it, groups
 
 
-def _view_groups(view):
-    """``(group, [raw key, raw value]...)`` of each non-empty group of ``view``."""
-    it = view.it
-    for g in view.groups:
+def _nonempty(it, groups):
+    """The groups of ``groups`` holding at least one entry (one seek each)."""
+    out = []
+    for g in groups:
         p = _prefix(g)
         it.seek(p)
-        pairs = []
-        while it.valid():
-            k = it.key()
-            if k[:4] != p:
-                break
-            pairs.append((k[4:], it.value()))
-            it.next()
-        if pairs:
-            yield g, pairs
+        if it.valid() and it.key()[:4] == p:
+            out.append(g)
+    return out
 
 
 def dump_base(view, n_groups, plain, system, system_keyed):
     """A full (version-1) state document as byte chunks, one key group at a time, read
     through ``view`` (:meth:`DiskKeyedState.view`) with the entries' bytes copied as
     they are; ``plain``, ``system``, ``system_keyed``: the other stores, packed at the
-    barrier (``State.encode_rest``). Runs on the writer thread."""
+    barrier (``State.encode_rest``). Runs on the writer thread. A group's entries are
+    appended to one buffer (no list of millions of small objects to fragment the
+    heap), its count packed in front once known."""
     pk = msgpack.Packer(default=_default, strict_types=True, use_bin_type=True)
-    live = [g for g, _ in _view_groups(_View(view.it, view.groups))]  # (seeks: the count comes first)
+    it = view.it
+    live = _nonempty(it, view.groups)  # (the document's array of groups is counted first)
     yield pk.pack_map_header(7) + pk.pack("format") + pk.pack(_FORMAT) + pk.pack("version") + \
         pk.pack(FORMAT_VERSION) + pk.pack("key_groups") + pk.pack(n_groups) + pk.pack("plain") + \
         plain + pk.pack("keyed") + pk.pack_array_header(len(live))
-    seen = 0
-    for g, pairs in _view_groups(_View(view.it, live)):
-        parts = [pk.pack_array_header(2), pk.pack(g), pk.pack_array_header(len(pairs))]
-        for k, v in pairs:
-            parts += (_PAIR, k, v)
-        seen += 1
-        yield b"".join(parts)
-    if seen != len(live):  # (a point-in-time view cannot change between the two passes)
-        raise StateError(f"state database changed during a snapshot: {seen} groups, {len(live)} counted")
+    for g in live:
+        p = _prefix(g)
+        it.seek(p)
+        buf, n = bytearray(), 0
+        while it.valid():
+            k = it.key()
+            if k[:4] != p:
+                break
+            buf += _PAIR
+            buf += k[4:]
+            buf += it.value()
+            n += 1
+            it.next()
+        if not n:  # (a point-in-time view cannot lose a group between the two passes)
+            raise StateError(f"state database changed during a snapshot: key group {g} is empty")
+        yield pk.pack_array_header(2) + pk.pack(g) + pk.pack_array_header(n)
+        yield buf  # (a bytearray: written as it is, no copy)
+        del buf
     yield pk.pack("system") + system + pk.pack("system_keyed") + system_keyed
 
 
