@@ -66,12 +66,12 @@ _M_ARENA_MAX, _M_MMAP_THRESHOLD = -8, -3  # glibc's mallopt parameters
 
 def _limit_malloc_arenas(n=2):
     """glibc gives each thread that allocates its own malloc arena (up to 8 per core),
-    and memory freed in one is never returned or reused by another: with RocksDB's
-    background threads allocating and freeing blocks, that fragmentation grew the
-    instance's RSS by ~15 MB per million keys written (measured: 69 -> 107 MB over 3M
-    keys; with 2 arenas 83 -> 88). The same advice as RocksDB's and Flink's docs
-    (MALLOC_ARENA_MAX / jemalloc), applied before RocksDB starts its threads. No effect
-    where malloc is not glibc's."""
+    and memory freed in one is not reused by another: RocksDB's background threads
+    allocate and free large blocks, so RocksDB's and Flink's docs advise few arenas
+    (MALLOC_ARENA_MAX) or jemalloc. Applied once, before RocksDB starts its threads,
+    unless the user set MALLOC_ARENA_MAX; no effect where malloc is not glibc's. (On
+    this project's 2-CPU machine its effect alone was within run-to-run noise; the
+    whole of the disk backend's memory is measured by scripts/bench.py.)"""
     global _ARENAS_SET
     if _ARENAS_SET:
         return
