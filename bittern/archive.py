@@ -36,6 +36,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field
 
+from .checkpoint import fsync_dir
 from .errors import TopologyError
 from .loader import code_paths
 
@@ -211,7 +212,7 @@ def extract(data, dest, digest=None, replace=False, max_bytes=MAX_UNPACKED_BYTES
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.rename(tmp, dest)
-        _fsync_dir(parent)
+        fsync_dir(parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -288,10 +289,3 @@ def _write(src, target, member, mode):
         out.flush()
         os.fsync(out.fileno())
 
-
-def _fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -198,7 +198,8 @@ def read_parent(path):
     return _parse_header(head, path)[3]
 
 
-def _fsync_dir(path):
+def fsync_dir(path):
+    """fsync a directory (its entries: a rename or a new file in it made durable)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -223,7 +224,7 @@ def _makedirs_durable(path):
             os.mkdir(d)
         except FileExistsError:
             continue
-        _fsync_dir(os.path.dirname(d))
+        fsync_dir(os.path.dirname(d))
 
 
 def _check_id(checkpoint_id):
@@ -308,7 +309,7 @@ class CheckpointStore:
             except FileNotFoundError:
                 pass
             raise
-        _fsync_dir(os.path.dirname(final))
+        fsync_dir(os.path.dirname(final))
         return final
 
     def _write_temp(self, checkpoint_id, task, data, parent=0):
@@ -523,7 +524,7 @@ class CheckpointStore:
                 if cid not in removed:
                     removed.append(cid)
         if removed and os.path.isdir(self.dir):
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
         return sorted(removed)
 
     def _referenced(self, roots):

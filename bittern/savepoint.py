@@ -38,7 +38,8 @@ import time
 import zlib
 
 from .api.state import State, StateFormatError
-from .checkpoint import CheckpointCorrupt, CheckpointError, check_layout, component_tasks, decode_file, encode_file
+from .checkpoint import (CheckpointCorrupt, CheckpointError, check_layout, component_tasks, decode_file, encode_file,
+                         fsync_dir)
 from .config import EFFECTIVELY_ONCE
 from .errors import BitternError
 from .wire import Op
@@ -211,17 +212,9 @@ def install(path, doc, store, state):
             os.fsync(f.fileno())
         tasks.append(t)
     if tasks:
-        _fsync_dir(os.path.dirname(store.path(cid, tasks[0])))
+        fsync_dir(os.path.dirname(store.path(cid, tasks[0])))
     store.mark_complete(cid, tasks, layout=doc.get("layout"))
     return cid
-
-
-def _fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def install_fresh(path, doc, store, state, submitted_at):

@@ -50,8 +50,8 @@ import msgpack
 from ..errors import ConfigError
 from .changelog import DELETED
 from .state import (_FORMAT, FORMAT_VERSION, KeyedState, StateError, StateFormatError,
-                    StateOwnershipError, StateTypeError, _at, _check_key, _check_value, _default,
-                    _ext_hook, _find_bad, _packb, _unpackb, check_doc)
+                    StateOwnershipError, StateTypeError, _at, _default, _ext_hook, _find_bad, _packb,
+                    _unpackb, check_doc)
 
 log = logging.getLogger("bittern.state")
 
@@ -167,14 +167,7 @@ class DiskKeyedState(KeyedState):
 
     # -- writes
     def put(self, key, value):
-        _check_key(key, "state.keyed.put")
-        _check_value(key, value, "state.keyed.put")
-        g = self.key_groups.group_of(key)
-        if self._owned is not None and g not in self._owned:
-            raise StateOwnershipError(
-                f"state.keyed.put({key!r}, ...): the key is in key group {g}, which this task does not "
-                f"own: under EFFECTIVELY_ONCE fields grouping must route by KeyGroups.task_for, so a "
-                f"key's tuples reach the task that holds its state")
+        g = self._group_for_put(key, value)
         self._write(key, g, value)
 
     def delete(self, key):

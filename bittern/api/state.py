@@ -288,7 +288,8 @@ class KeyedState:
             return default
         return d.get(key, default)
 
-    def put(self, key, value):
+    def _group_for_put(self, key, value):
+        """``key``'s group, after put's checks (the key, the value's type, ownership)."""
         _check_key(key, "state.keyed.put")
         _check_value(key, value, "state.keyed.put")
         g = self.key_groups.group_of(key)
@@ -297,6 +298,10 @@ class KeyedState:
                 f"state.keyed.put({key!r}, ...): the key is in key group {g}, which this task does not "
                 f"own: under EFFECTIVELY_ONCE fields grouping must route by KeyGroups.task_for, so a "
                 f"key's tuples reach the task that holds its state")
+        return g
+
+    def put(self, key, value):
+        g = self._group_for_put(key, value)
         d = self._groups.get(g)
         if d is None:
             d = self._groups[g] = {}
