@@ -37,8 +37,20 @@ Rows (pick with ``--only``, comma-separated, a prefix matches: ``amo``, ``bitter
   bytes, delta bytes and share, the loop's pause (median, max), the writer's write
   time, and the longest gap of a busy loop while a compaction runs. Targets: with 1 %
   changed a checkpoint writes <= 5 % of the full snapshot's bytes, and the longest
-  processing pause at a checkpoint is <= 10 ms. (``disk-10m``, the disk keyed-state
-  backend with 10M keys, is to be added there as another group: see that module.)
+  processing pause at a checkpoint is <= 10 ms.
+* ``disk-wc`` (a row group, scripts/benchkit/disk.py): ``eo-111`` with a count bolt that
+  keeps its counts in ``state.keyed`` directly, a get and a put per word
+  (``BENCH_KEYED_DIRECT=1``), run with ``bittern.state.backend=memory`` and with
+  ``disk`` one after the other in every run (records ``disk-wc-memory``,
+  ``disk-wc-disk``): words/s of each, their ratio per run (target disk / memory >=
+  0.5), the count instance's peak RSS; the committed output is checked as ``eo-111``'s.
+* ``disk-10m`` (a row group, scripts/benchkit/disk.py): a keyed count over
+  ``--disk-keys`` (10,000,000) distinct keys on the disk backend
+  (scripts/bench_topologies/keyed_count.py: exactly once, the spout emits 0..N-1 once
+  each, the count bolt gets and puts ``state.keyed`` per tuple; bounded): keys/s, the
+  count instance's peak RSS over the whole run (target <= 300 MB) and its RSS over
+  time; fails unless the bolt saw N tuples, inserted N keys and a sample of keys reads
+  back as 1. ~40-60k keys/s on 2 cores: a few minutes per run.
 * ``ml-json-111``, ``ml-msgpack-111``: at-most-once 1-1-1 word count whose split bolt
   is a multilang component written with pystorm (streamparse's runtime, from PyPI in
   a virtualenv under /tmp/bittern-bench/), speaking JSON or msgpack; compared with
@@ -164,6 +176,8 @@ def main(argv=None):
                     help="keys in keyed state of the ckpt-1m rows (default 1000000; 100000 with --quick)")
     ap.add_argument("--ckpt-rounds", type=int, default=None,
                     help="checkpoints per changed fraction of the ckpt-1m rows (default 5; 2 with --quick)")
+    ap.add_argument("--disk-keys", type=int, default=None,
+                    help="distinct keys of the disk-10m rows (default 10000000; 200000 with --quick)")
     ap.add_argument("--idle-secs", type=float, default=None,
                     help="idle-cpu measurement window (default 8; 3 with --quick)")
     ap.add_argument("--config", action="append", default=[], metavar="K=V",
@@ -189,6 +203,10 @@ def main(argv=None):
     a.idle_secs = a.idle_secs or (3.0 if a.quick else 8.0)
     a.ckpt_keys = a.ckpt_keys or (100_000 if a.quick else 1_000_000)
     a.ckpt_rounds = a.ckpt_rounds or (2 if a.quick else 5)
+    if a.disk_keys is None:
+        a.disk_keys = 200_000 if a.quick else 10_000_000
+    elif a.disk_keys < 1:
+        raise SystemExit(f"error: --disk-keys must be a whole number >= 1, got {a.disk_keys}")
     a.peers_dir = os.path.abspath(a.peers_dir)
     items = select(a.only, a.peers)
     os.makedirs(WORK, exist_ok=True)
@@ -218,7 +236,7 @@ def main(argv=None):
                  if k in ("row", "ok", "sent_per_s", "words_per_s", "startup_s", "peak_rss_mb", "p50_ms",
                           "p99_ms", "wm_p99_ms", "win_bolt_rss_mb", "open_windows_peak", "foreign_cpu_pct",
                           "sink_exact", "commit_after_s", "share_1pct", "pause_max_1pct_ms",
-                          "compact_gap_max_ms", "problems")}
+                          "compact_gap_max_ms", "backend", "count_rss_mb", "keys_per_s", "problems")}
         print(f"[bench] run {run + 1}/{a.runs} {kind:10s} {json.dumps(brief)}", file=sys.stderr, flush=True)
         if outf:
             slim = {k: v for k, v in rec.items() if k not in ("counts",)}

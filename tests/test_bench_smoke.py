@@ -131,3 +131,51 @@ def test_the_committed_output_check_finds_what_is_not_exact(tmp_path, monkeypatc
     assert len(left) == 1 and "left uncommitted" in left[0], left
     assert check_committed({}, str(tmp_path / "none"), want) == [f"the sink wrote nothing: no directory "
                                                                   f"{tmp_path / 'none'}"]
+
+
+def test_bench_quick_disk_backend_rows(home, tmp_path):
+    """The disk keyed-state backend's rows, small: disk-wc (the exactly-once word count
+    with keyed get + put per word, memory and disk backends in the same run, output
+    checked exact; their ratio and the count instance's RSS) and disk-10m (200,000
+    distinct keys with --quick: every key counted once, the count instance's RSS)."""
+    out = tmp_path / "bench.jsonl"
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "bench.py"), "--quick", "--only", "disk",
+                        "--home", home, "--out", str(out)],
+                       capture_output=True, text=True, timeout=240, cwd=ROOT)
+    why = f"stdout:\n{r.stdout}\nstderr:\n{r.stderr}"
+    assert r.returncode == 0, f"bench.py exited {r.returncode}\n{why}"
+    recs = {(rec["row"], rec["kind"]): rec for rec in map(json.loads, out.read_text().splitlines())}
+    assert set(recs) == {("disk-wc-memory", "throughput"), ("disk-wc-disk", "throughput"),
+                         ("disk-10m", "disk")}, sorted(recs)
+    for backend in ("memory", "disk"):
+        wc = recs[(f"disk-wc-{backend}", "throughput")]
+        assert wc["ok"] and wc["sink_exact"] and not wc["problems"] and wc["backend"] == backend, wc
+        assert wc["sentences"] == 20000 and wc["words"] == 148000 and wc["words_per_s"] > 0, wc
+        assert wc["count_rss_mb"] > 0, wc
+    dk = recs[("disk-10m", "disk")]
+    assert dk["ok"] and not dk["problems"] and dk["backend"] == "disk", dk
+    assert dk["keys"] == dk["emitted"] == dk["tuples"] == dk["inserted"] == 200000, dk
+    assert dk["sample_checked"] == 1000 and dk["sample_bad"] == 0, dk
+    assert dk["keys_per_s"] > 0 and dk["count_rss_mb"] > 0 and dk["count_rss_series"], dk
+    assert dk["count_rss_mb"] == max(mb for _, mb in dk["count_rss_series"]), dk
+    for text in ("disk / memory words/s, per run: ", "disk keyed state with 200,000 distinct keys",
+                 "disk-wc: disk / memory backend words/s (EO 1-1-1, get + put per word)",
+                 "disk-10m: count instance peak RSS, 200,000 keys on disk (MB)"):
+        assert text in r.stdout, why
+    ratio = r.stdout.split("disk / memory words/s, per run: ")[1].split()[0]
+    assert float(ratio) > 0, why
+    # the checkpoint files, the state database and the sink's output are removed
+    assert not os.listdir(os.path.join(home, "checkpoints")), os.listdir(os.path.join(home, "checkpoints"))
+    assert not os.listdir(os.path.join(home, "sink")) and not os.listdir(os.path.join(home, "run")), why
+
+
+def test_bench_keyed_direct_switch_needs_exactly_once_throughput():
+    """BENCH_KEYED_DIRECT=1 without BENCH_STATEFUL=1 is refused in one line naming both."""
+    env = dict(os.environ, BENCH_KEYED_DIRECT="1", BENCH_STATEFUL="0", PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, "-c", "import runpy, sys; runpy.run_path(sys.argv[1])",
+                        os.path.join(ROOT, "scripts", "bench_topologies", "word_count.py")],
+                       capture_output=True, text=True, timeout=60, env=env, cwd=ROOT)
+    assert r.returncode != 0
+    last = r.stderr.strip().splitlines()[-1]
+    assert last == ("ValueError: BENCH_KEYED_DIRECT=1 needs BENCH_STATEFUL=1 and BENCH_MODE=throughput, not "
+                    "BENCH_STATEFUL='0' and BENCH_MODE='throughput'"), r.stderr

@@ -21,6 +21,12 @@ the same values):
 * ``BENCH_STATEFUL`` = ``1`` for the exactly-once rows: the spout keeps its position
   and the count bolt its counts (keyed) in checkpointed state (``init_state`` /
   ``pre_save``); otherwise the components have no state API at all, as before.
+* ``BENCH_KEYED_DIRECT`` = ``1`` (with ``BENCH_STATEFUL=1``, throughput mode; the
+  ``disk-wc`` rows): the count bolt keeps its counts in ``state.keyed`` only, a ``get``
+  and a ``put`` per word, as a bolt whose state may not fit in memory must (the
+  default stateful count bolt keeps a dict of every count and puts only the changed
+  ones at ``pre_save``, which would defeat a disk backend); so the rows compare the
+  state backends (``bittern.state.backend``) on the per-word path.
 * ``BENCH_SINK_DIR`` (with ``BENCH_STATEFUL=1``): the counts also go out through a
   transactional ``FileSink`` in that directory. At every checkpoint (``pre_save``) the
   count bolt emits ``[word, count]`` for each word whose count changed since the last
@@ -268,6 +274,37 @@ class StatefulCount:
                     emit([word, n])
 
 
+class KeyedDirectCount:
+    """``BENCH_KEYED_DIRECT=1``: the counts in ``state.keyed`` only, a get and a put per
+    word (``init_state`` comes before any tuple); with a sink, the words changed since
+    the last checkpoint are noted and ``pre_save`` emits their counts, as
+    :class:`StatefulCount` does. ``close`` reports the counts read back from the state."""
+
+    def init_state(self, state):
+        self.keyed = state.keyed
+        self.changed = set()
+
+    def process(self, tup):
+        word = tup.values[0]
+        keyed = self.keyed
+        keyed.put(word, keyed.get(word, 0) + 1)
+        if SINK_DIR:
+            self.changed.add(word)
+        self.t_last = time.time()
+
+    def pre_save(self, checkpoint_id):
+        if SINK_DIR:
+            get, emit = self.keyed.get, self.emit
+            for word in self.changed:
+                emit([word, get(word)])
+            self.changed.clear()
+
+    def close(self):
+        keyed = getattr(self, "keyed", None)
+        counts = dict(keyed.items()) if keyed is not None else {}
+        report("count", task=self.task, words=sum(counts.values()), t_last=self.t_last, counts=counts)
+
+
 class StatefulSentenceSpout(StatefulSpout, SentenceSpout):
     pass
 
@@ -281,6 +318,10 @@ class StatefulCountBolt(StatefulCount, CountBolt):
 
 
 class StatefulLatencyCountBolt(StatefulCount, LatencyCountBolt):
+    pass
+
+
+class KeyedDirectCountBolt(KeyedDirectCount, CountBolt):
     pass
 
 
@@ -315,9 +356,15 @@ class CountsSink(SinkBolt):
 
 STATEFUL = os.environ.get("BENCH_STATEFUL", "0") == "1"
 SINK_DIR = os.environ.get("BENCH_SINK_DIR") if STATEFUL else None
+KEYED_DIRECT = os.environ.get("BENCH_KEYED_DIRECT", "0") == "1"
+if KEYED_DIRECT and (not STATEFUL or MODE != "throughput"):
+    raise ValueError(f"BENCH_KEYED_DIRECT=1 needs BENCH_STATEFUL=1 and BENCH_MODE=throughput, not "
+                     f"BENCH_STATEFUL={os.environ.get('BENCH_STATEFUL', '0')!r} and BENCH_MODE={MODE!r}")
 if STATEFUL:
     SPOUT = {"throughput": StatefulSentenceSpout, "latency": StatefulPacedSentenceSpout, "idle": IdleSpout}[MODE]
     COUNT = StatefulLatencyCountBolt if MODE == "latency" else StatefulCountBolt
+    if KEYED_DIRECT:
+        COUNT = KeyedDirectCountBolt
 else:
     SPOUT = {"throughput": SentenceSpout, "latency": PacedSentenceSpout, "idle": IdleSpout}[MODE]
     COUNT = LatencyCountBolt if MODE == "latency" else CountBolt

@@ -12,6 +12,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 VENV_PY = os.path.join(ROOT, ".venv", "bin", "python")
 TOPOLOGY = os.path.join(ROOT, "scripts", "bench_topologies", "word_count.py")
 WIN_TOPOLOGY = os.path.join(ROOT, "scripts", "bench_topologies", "windowed_word_count.py")
+DISK_TOPOLOGY = os.path.join(ROOT, "scripts", "bench_topologies", "keyed_count.py")
 WORK = "/tmp/bittern-bench"
 SAMPLE_EVERY = 0.05
 FOREIGN_CPU_WARN = 50.0  # % of one core used by other processes during a run
@@ -59,9 +60,9 @@ TARGET_WIN_VS_BYTEWAX = 1.0  # ... / Bytewax's windowed word count
 TARGET_SLIDE_OVER_TUMBLE_RSS = 2.0  # window bolt peak RSS, sliding 10 s / 1 s vs tumbling, 100k keys
 TARGET_CKPT_SHARE_PCT = 5.0  # ckpt-1m: with 1% of 1M keys changed, a checkpoint's bytes / the full snapshot's
 TARGET_CKPT_PAUSE_MS = 10.0  # ckpt-1m: the longest processing pause at a checkpoint
-# disk-10m (the hook in benchkit/groups.py; the group itself is not written yet): the disk
-# keyed-state backend with 10M keys keeps the instance's RSS under this, and runs at this
-# share of the memory backend's words/s on a state that fits in memory
+# disk-10m / disk-wc (benchkit/disk.py): the disk keyed-state backend with 10M keys keeps
+# the count instance's RSS under this, and runs at this share of the memory backend's
+# words/s on a state that fits in memory
 TARGET_DISK_RSS_MB = 300.0
 TARGET_DISK_OVER_MEMORY = 0.5
 

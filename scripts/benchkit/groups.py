@@ -28,22 +28,15 @@ Groups
   pause at a checkpoint is <= 10 ms (the loop's detach + encode). The section also shows,
   as the compaction runs on a thread of the same interpreter, the longest gap of a busy
   main-thread loop while a compaction merges a chain, beside the same loop's gap alone.
-
-The hook for ``disk-10m`` (not built yet)
-=========================================
-The disk-backed keyed state (``bittern.state.backend = disk``, issue 16) is to be
-measured as a group ``disk-10m``: the word count's count bolt with 10,000,000 keys in
-keyed state on the disk backend keeps its instance's RSS <= 300 MB
-(:data:`benchkit.common.TARGET_DISK_RSS_MB`), and runs at >= 0.5x the memory
-backend's words/s on a state that fits in memory
-(:data:`benchkit.common.TARGET_DISK_OVER_MEMORY`), both backends in the same run. To
-add it: write ``class DiskGroup`` here with the interface above (its runs can use
-``bt.cmd``/``bt.env``/``Measured`` as :class:`benchkit.runner.BitternRunner.run_wc`
-does, with ``--config bittern.state.backend=disk``, and the per-process peak RSS of
-``Measured.rss_peak``/``BitternRunner._rss_by_role``: ``count[<task>]``), and add
-``"disk-10m": DiskGroup`` to :data:`ROW_GROUPS`. Nothing else in bench.py or the
-report changes: selection (``--only disk``), interleaving, the ``--out`` records, the
-section, the targets and the exit code follow from the registry.
+* ``disk-wc`` and ``disk-10m`` (scripts/benchkit/disk.py, :class:`DiskWcGroup` and
+  :class:`Disk10mGroup`; ``--only disk`` runs both): the disk keyed-state backend
+  (``bittern.state.backend = disk``). ``disk-wc``: the exactly-once word count 1-1-1
+  whose count bolt gets and puts ``state.keyed`` per word, on the memory and on the
+  disk backend in the same run (records ``disk-wc-memory``, ``disk-wc-disk``, kind
+  ``throughput``); target disk / memory words/s >= 0.5
+  (:data:`benchkit.common.TARGET_DISK_OVER_MEMORY`). ``disk-10m``: a keyed count over
+  ``--disk-keys`` (10,000,000) distinct keys on the disk backend; target: the count
+  instance's peak RSS <= 300 MB (:data:`benchkit.common.TARGET_DISK_RSS_MB`).
 """
 from __future__ import annotations
 
@@ -52,6 +45,7 @@ import os
 import shutil
 
 from .common import ROOT, TARGET_CKPT_PAUSE_MS, TARGET_CKPT_SHARE_PCT, bittern_python
+from .disk import Disk10mGroup, DiskWcGroup
 from .measure import Measured
 from .report import f1, f2, fmt, median_or_none, ms, table
 
@@ -173,7 +167,9 @@ class CkptGroup:
         return out
 
 
-# Row groups by row name. "disk-10m" goes here once written (see the module docstring).
+# Row groups by row name (see the module docstring).
 ROW_GROUPS = {
     "ckpt-1m": CkptGroup,
+    "disk-wc": DiskWcGroup,
+    "disk-10m": Disk10mGroup,
 }

@@ -61,6 +61,7 @@ class Measured:
         self.cpu_seen = {}  # pid -> cpu seconds (user+system)
         self.cpu_series = {}  # pid -> [(time, cpu seconds)], one point per sample
         self.rss_peak = {}  # pid -> peak RSS
+        self.rss_series = {}  # pid -> [(time, RSS)], one point per sample
         self.cmdline = {}  # pid -> command line
         self.role = {}  # pid -> role (see role_of)
         self._plans = {}
@@ -102,6 +103,7 @@ class Measured:
                 self.cpu_seen[q.pid] = max(self.cpu_seen.get(q.pid, 0.0), ct.user + ct.system)
                 self.cpu_series.setdefault(q.pid, []).append((now, ct.user + ct.system))
                 self.rss_peak[q.pid] = max(self.rss_peak.get(q.pid, 0), rss)
+                self.rss_series.setdefault(q.pid, []).append((now, rss))
         self.peak = max(self.peak, tot)
         self.max_procs = max(self.max_procs, n)
 

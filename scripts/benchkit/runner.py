@@ -86,16 +86,21 @@ class BitternRunner:
                     pass
         return bench, summary
 
-    def run_wc(self, row, mode, n, rate=None, timeout=None):
-        """One run of word count in ``mode`` (throughput | latency)."""
-        rel, par, stmgrs = BITTERN_ROWS[row] if row in BITTERN_ROWS else ("ATMOST_ONCE", "1,1,1", 1)
+    def run_wc(self, row, mode, n, rate=None, timeout=None, spec=None, row_config=None, row_env=None):
+        """One run of word count in ``mode`` (throughput | latency). A row that is not in
+        BITTERN_ROWS (a row group's: benchkit/disk.py) gives its ``spec`` (reliability
+        mode, parallelism, containers), ``row_config`` (applied after ``--config``) and
+        ``row_env`` (the topology's BENCH_* switches)."""
+        rel, par, stmgrs = spec or BITTERN_ROWS.get(row) or ("ATMOST_ONCE", "1,1,1", 1)
         confs = {"topology.reliability.mode": rel, "topology.stmgrs": stmgrs, "bench.sentences": n}
         confs.update(ROW_CONFIG.get(row, {}))
         confs.update(self.extra)
+        confs.update(row_config or {})
         if rate:
             confs["bench.rate"] = round(rate, 3)
         name = self.name(row)
         env = self.env(mode, par, rel, row)
+        env.update(row_env or {})
         sink_dir = None
         if rel == "EFFECTIVELY_ONCE":  # the counts also go out through a transactional FileSink
             sink_dir = env["BENCH_SINK_DIR"] = os.path.join(self.home, "sink", name)
@@ -172,6 +177,8 @@ class BitternRunner:
             self._clean_logs(name)
             if sink_dir is not None:
                 shutil.rmtree(sink_dir, ignore_errors=True)
+            if rel == "EFFECTIVELY_ONCE":
+                self.clean_checkpoints(name)
         return rec
 
     def _rss_by_role(self, m):
@@ -188,6 +195,11 @@ class BitternRunner:
             group = role.split("[")[0].split("-")[0] if role != "bittern-cli" else role
             out[group] = out.get(group, 0.0) + max(0.0, m.cpu_at(pid, t_b) - m.cpu_at(pid, t_a))
         return out
+
+    def clean_checkpoints(self, name):
+        """Remove the checkpoint files of a finished run (bittern.checkpoint.dir's default,
+        ``$BITTERN_HOME/checkpoints/<topology>``): with a large keyed state they are large."""
+        shutil.rmtree(os.path.join(self.home, "checkpoints", name), ignore_errors=True)
 
     def _clean_logs(self, name):
         d = os.path.join(self.home, "logs", name)
