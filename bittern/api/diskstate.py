@@ -117,8 +117,8 @@ class DiskKeyedState(KeyedState):
     ``items()`` is an iterator (over a point-in-time view: safe to modify the state
     meanwhile) and ``len()`` counts the database (O(entries))."""
 
-    def __init__(self, key_groups, owned_groups, path, change_log=True, cache_entries=100_000,
-                 write_buffer=8192, memtable_mb=16, block_cache_mb=32):
+    def __init__(self, key_groups, owned_groups, path, change_log=True, cache_entries=25_000,
+                 write_buffer=8192, memtable_mb=8, block_cache_mb=16):
         super().__init__(key_groups, owned_groups, change_log)
         rd = rocksdict_module()
         _limit_malloc_arenas()

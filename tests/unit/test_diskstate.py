@@ -200,7 +200,7 @@ def test_a_corrupt_base_is_named_and_its_database_removed(store, tmp_path):
 def test_settings_are_checked_in_one_line(tmp_path):
     assert disk_settings(config.merge({})) == ("memory", None)
     backend, opts = disk_settings(config.merge({"bittern.state.backend": "disk"}))
-    assert backend == "disk" and opts["cache_entries"] == 100000
+    assert backend == "disk" and opts["cache_entries"] == 25000
     with pytest.raises(ConfigError, match=r"^bittern.state.backend must be one of memory, disk, got 'rocks'$"):
         disk_settings(config.merge({"bittern.state.backend": "rocks"}))
     with pytest.raises(ConfigError, match=r"bittern.state.disk.write.buffer must be a whole number >= 1"):
