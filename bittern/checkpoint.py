@@ -45,11 +45,21 @@ missing or corrupt link raises naming that link's file. ``prune`` reads only the
 headers to keep every checkpoint directory that a kept checkpoint's files
 reference, transitively, and ``mark_complete`` refuses a checkpoint whose chain
 has a missing link (so a broken chain is never recorded as complete).
+
+Probes (cluster mode). Before an exactly-once topology starts on a cluster, nimbus
+and the stream manager of every container write a probe file into
+``<root>/<topology>/_probe/`` (:func:`write_probe`: temp file, fsync, rename, fsync
+of the directory, as a state file), and the topology master reads each one back
+(:func:`check_probe`): every host writes the same shared store and sees what the
+others wrote. What the store must guarantee, and what another backend (an object
+store) would take: docs/CHECKPOINT_STORE.md.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
+import secrets
 import shutil
 import struct
 import tempfile
@@ -554,6 +564,87 @@ class CheckpointStore:
         """Remove every checkpoint of the topology (files and metadata): for ``kill``."""
         self.sm.delete(self.meta)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# -- store probes (cluster mode) -----------------------------------------------------------
+
+PROBE_DIR = "_probe"  # under <root>/<topology>/: not a checkpoint id, so prune never looks there
+
+
+def probe_path(root, topology, who):
+    """Where probe ``who`` (``nimbus``, ``c<container>``) of ``topology`` lives."""
+    return os.path.join(os.path.abspath(root), topology, PROBE_DIR, who)
+
+
+def write_probe(root, topology, who, by=""):
+    """Write probe ``who`` holding a fresh nonce (and ``by``, who wrote it), the way a
+    state file is written: temp file, fsync, rename, fsync of the directory. Returns
+    ``{"path", "nonce"}``, or ``{"path", "error"}`` (one line) when it cannot."""
+    path = probe_path(root, topology, who)
+    d = os.path.dirname(path)
+    nonce = secrets.token_hex(8)
+    tmp = None
+    try:
+        _makedirs_durable(d)
+        fd, tmp = tempfile.mkstemp(dir=d, prefix=f".tmp-{who}-")
+        with os.fdopen(fd, "w") as f:
+            json.dump({"nonce": nonce, "by": by}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        tmp = None
+        fsync_dir(d)
+    except OSError as e:
+        return {"path": path, "error": _os_error(e, d)}
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return {"path": path, "nonce": nonce}
+
+
+def check_probe(path, nonce):
+    """None when the probe file at ``path`` holds ``nonce``; else why not, in a few words."""
+    try:
+        with open(path, "rb") as f:
+            doc = json.loads(f.read(4096))
+    except FileNotFoundError:
+        return "no such file"
+    except OSError as e:
+        return _os_error(e, os.path.dirname(path))
+    except ValueError:
+        return "it is not a probe file"
+    if not isinstance(doc, dict) or not nonce or doc.get("nonce") != nonce:
+        by = doc.get("by") if isinstance(doc, dict) else None
+        return f"it holds another probe ({by or 'writer unknown'}), not the one just written"
+    return None
+
+
+def probe_problem(root, topology, who, probe, writer, reader):
+    """Why ``probe`` (what ``writer``, e.g. "container 1 (on h2)", reported of its
+    :func:`write_probe` of probe ``who``) shows that it cannot write the store at ``root``, or
+    that ``reader`` cannot read what it wrote: one line naming the writer and the path; None
+    when the probe is fine."""
+    if not isinstance(probe, dict):
+        return f"{writer} sent no probe of the checkpoint store {root}"
+    if probe.get("error"):
+        return (f"{writer} cannot write the checkpoint store: {probe.get('path') or root}: {probe['error']} "
+                f"(bittern.checkpoint.dir must be writable on every host)")
+    path = probe_path(root, topology, who)
+    why = check_probe(path, probe.get("nonce"))
+    if why:
+        return (f"{reader} cannot read {path}, which {writer} wrote: {why} (bittern.checkpoint.dir must be "
+                f"one directory every host and nimbus share)")
+    return None
+
+
+def _os_error(e, d):
+    """An OSError in a few words; its file named unless it is in directory ``d``."""
+    name = e.filename if isinstance(e.filename, str) else None
+    where = f" ({name})" if name and os.path.dirname(os.path.abspath(name)) != os.path.abspath(d) else ""
+    return f"{e.strerror or type(e).__name__}{where}"
 
 
 # -- task layouts --------------------------------------------------------------------------

@@ -252,6 +252,8 @@ class ClusterClient:
         if status in (400, 409, 422):
             tb = doc.get("traceback") if isinstance(doc, dict) else None
             raise RequestRefused(message, status, base, traceback=tb)
+        if status == 503 and isinstance(doc, dict) and doc.get("zookeeper") == "unreachable":
+            raise ClusterError(f"nimbus at {base}: {message}", status, base)  # names ZooKeeper, at once
         if status == 503 and topology is not None:  # exists but does not answer: the message names it
             raise ClusterError(message, status, base)
         raise ClusterError(f"nimbus at {base} answered {status} to {method} {path}: {message}", status, base)

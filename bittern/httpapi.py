@@ -40,7 +40,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from . import __version__
+from . import __version__, topostatus
 from .cli.common import NAME_RE
 from .errors import BitternError
 from .metrics_fmt import WATERMARK_KEYS, as_watermark, json_safe
@@ -449,9 +449,14 @@ class Api:
             f"GET {API}/topologies/{{name}}/errors?component=...&limit=N",
             "GET /metrics?window=... (Prometheus text format)"]}
 
+    def _annotated(self, rows):
+        """Rows with the topology master's health (a source that did not add it: local mode)."""
+        state = getattr(self.source, "state", None)
+        return topostatus.annotate_rows(rows, state) if state is not None else rows
+
     def get_topologies(self, query):
         with self.lock:
-            rows = self.source.topologies()
+            rows = self._annotated(self.source.topologies())
         return {"topologies": sorted(rows, key=lambda r: r["name"])}
 
     def get_topology(self, query, name):
@@ -459,6 +464,12 @@ class Api:
         row = self._row(name)
         if row is not None and row.get("state") == "DEAD":
             doc["state"] = "DEAD"  # the listing knows the supervisor died
+        elif row is not None and "health" not in doc:
+            self._annotated([row])
+            for k in ("health", "reason", "since"):
+                if k in row:
+                    doc[k] = row[k]
+            doc["state"] = topostatus.shown_state(doc.get("state"), row.get("health"))
         return doc
 
     def get_metrics(self, query, name):
@@ -482,13 +493,18 @@ class Api:
         limit = check_limit(query)
         component = query.get("component") or None
         _, comps = self._components(name)
-        if component is not None and component not in comps:
+        if component is not None and component not in comps and component != topostatus.SYSTEM_COMPONENT:
             raise HttpError(404, f"topology {name!r} has no component {component!r} "
                                  f"(components: {', '.join(sorted(comps))})",
                             topology=name, component=component)
         out = {}
-        for c in ([component] if component else sorted(comps)):
+        for c in ([component] if component in comps else [] if component else sorted(comps)):
             out[c] = list(self._call(name, self.source.errors, name, c, limit))
+        if component is None or component == topostatus.SYSTEM_COMPONENT:
+            # the topology master's own errors (a checkpoint that cannot complete), when it has some
+            mine = list(self._call(name, self.source.errors, name, topostatus.SYSTEM_COMPONENT, limit))
+            if mine or component:
+                out[topostatus.SYSTEM_COMPONENT] = mine
         return {"topology": name, "limit": limit, "components": out}
 
     def get_prometheus(self, query, accept=None):
@@ -496,10 +512,10 @@ class Api:
         if prometheus_client is None:
             raise HttpError(501, PROMETHEUS_MISSING)
         with self.lock:
-            rows = self.source.topologies()
+            rows = self._annotated(self.source.topologies())
             docs = {}
             for row in rows:
-                if row.get("state") in ("RUNNING", "PAUSED"):
+                if row.get("state") in ("RUNNING", "PAUSED", topostatus.DEGRADED):
                     try:
                         docs[row["name"]] = self._metrics(row["name"], window)
                     except HttpError as e:  # one silent topology must not fail the scrape
@@ -541,6 +557,17 @@ class Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     handler = Handler
+
+    def handle_error(self, request, client_address):
+        """A client that went away before its answer was written is one log line, not a
+        traceback; anything else is logged with its traceback."""
+        import sys
+        err = sys.exc_info()[1]
+        if isinstance(err, (ConnectionError, TimeoutError)):
+            host = client_address[0] if isinstance(client_address, tuple) else client_address
+            log.info("client %s went away before its answer was sent (%s)", host, type(err).__name__)
+            return
+        log.error("error serving a request from %s", client_address, exc_info=err)
 
     def __init__(self, address, api):
         self.api = api

@@ -1,5 +1,5 @@
-"""``python -m nimbus --zk HOSTS [--host ADDR] [--port 6627] --data-dir D`` (also
-``bittern nimbus ...``): run one nimbus; start several for high availability."""
+"""``python -m nimbus --zk HOSTS [--host ADDR] [--port 6627] --data-dir D [--config-file F]``
+(also ``bittern nimbus ...``): run one nimbus; start several for high availability."""
 from __future__ import annotations
 
 import argparse
@@ -10,10 +10,12 @@ import sys
 import threading
 
 from bittern import logs
+from bittern.errors import ConfigError
 from bittern.state import open_state
 
 from .api import NimbusApi, Server
 from .daemon import Nimbus
+from .store import KEY as STORE_KEY, load_cluster_config
 
 log = logging.getLogger("bittern.nimbus")
 
@@ -28,11 +30,21 @@ def parse(argv):
     ap.add_argument("--port", type=int, default=6627)
     ap.add_argument("--data-dir", required=True, metavar="DIR", help="where the API token and logs go")
     ap.add_argument("--session-timeout", type=float, default=10.0, metavar="S")
+    ap.add_argument("--config-file", metavar="FILE",
+                    help="cluster-wide settings (TOML), e.g. bittern.checkpoint.dir: the shared checkpoint store "
+                         "of exactly-once topologies that name none")
+    ap.add_argument("--config", action="append", default=[], metavar="K=V",
+                    help="a cluster-wide setting, over --config-file")
     return ap.parse_args(argv)
 
 
 def main(argv=None):
     a = parse(argv)
+    try:
+        cluster_conf = load_cluster_config(a.config_file, a.config)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     os.makedirs(a.data_dir, exist_ok=True)
     logs.setup(f"nimbus {a.host}:{a.port}")
     lost = threading.Event()
@@ -49,7 +61,7 @@ def main(argv=None):
         state.close()
         return 1
     url = f"http://{a.host}:{server.server_address[1]}"
-    nimbus = Nimbus(state, url, a.data_dir)
+    nimbus = Nimbus(state, url, a.data_dir, cluster_conf)
     server.api = NimbusApi(nimbus)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -61,6 +73,9 @@ def main(argv=None):
         t.start()
     log.info("nimbus up at %s (ZooKeeper %s%s, token in %s)", url, a.zk, a.zk_root,
              os.path.join(a.data_dir, "token"))
+    if cluster_conf.get(STORE_KEY):
+        log.info("exactly-once topologies that name no %s keep their checkpoints in %s", STORE_KEY,
+                 cluster_conf[STORE_KEY])
     print(f"nimbus listening on {url}", flush=True)
     try:
         while not stop.wait(0.5):

@@ -20,7 +20,7 @@ from bittern import __version__, archive, auth
 from bittern import httpapi
 from bittern.httpapi import JSON_TYPE, Api, dump_json, write_answer
 
-from . import savepoints
+from . import health, savepoints
 from .daemon import ApiError
 
 log = logging.getLogger("bittern.nimbus.api")
@@ -44,11 +44,17 @@ class NimbusApi:
                 return self._plain(*self.reads.handle("GET", target))
             if not auth.check(headers.get("Authorization"), self.nimbus.token):
                 raise ApiError(401, "missing or wrong API token (Authorization: Bearer ...)")
+            down = health.unreachable(self.nimbus.state)
+            if down:  # at once, rather than block for the state manager's retries
+                raise ApiError(503, down, zookeeper="unreachable")
             out = self._route(method, segs, parse_qs(parts.query), body)
             if out is None:
                 if method not in ("GET", "HEAD"):
                     raise ApiError(405, f"method {method} not allowed on {parts.path}")
-                return self._plain(*self.reads.handle("GET", target, headers.get("Accept")))
+                status, ctype, data = self.reads.handle("GET", target, headers.get("Accept"))
+                if status == 500 and health.unreachable(self.nimbus.state):  # lost it half-way
+                    raise ApiError(503, health.message(self.nimbus.state), zookeeper="unreachable")
+                return status, ctype, data, {}
             status, doc = out
             if isinstance(doc, str):
                 return status, "text/plain; charset=utf-8", doc.encode(), {}
@@ -59,6 +65,11 @@ class NimbusApi:
                 extra["Location"] = e.extra["leader"].rstrip("/") + parts.path
             return e.status, JSON_TYPE, dump_json({"error": str(e), **e.extra}), extra
         except Exception as e:  # noqa: BLE001 - answer 500; the traceback is logged
+            if health.is_zk_failure(e) or health.unreachable(self.nimbus.state):
+                log.warning("%s %s: ZooKeeper connection lost during the request (%s)", method, target,
+                            type(e).__name__)
+                return 503, JSON_TYPE, dump_json({"error": health.message(self.nimbus.state),
+                                                  "zookeeper": "unreachable"}), {}
             log.exception("internal error answering %s %s", method, target)
             return 500, JSON_TYPE, dump_json({"error": f"internal error: {type(e).__name__}: {e}"}), {}
 

@@ -56,10 +56,12 @@ def status_error(status):
 
 
 class Nimbus:
-    def __init__(self, state, url, data_dir):
+    def __init__(self, state, url, data_dir, cluster_conf=None):
         self.state = state
         self.url = url
         self.data_dir = data_dir
+        self.cluster_conf = dict(cluster_conf or {})  # cluster-wide settings (nimbus/store.py)
+        self.store_lock = threading.Lock()  # a store's preparation and its removal at kill (store.py)
         self.nid = url
         self.source = ClusterSource(state)
         self.wake = threading.Event()
@@ -272,15 +274,16 @@ class Nimbus:
         if existing is not None:
             raise ApiError(409, f"a topology named {name!r} already exists "
                                 f"({self.source.phase(name, existing)}); kill it first or choose another name")
+        from . import savepoints, store
+        store.use_default(self, conf)  # exactly once: the cluster's store when the topology names none
         restore = None
         if body.get("savepoint") is not None:
-            from . import savepoints
             restore = savepoints.check_submission(self, name, tdef, conf, body["savepoint"])
-            if not savepoints.wait_killed(self, name, savepoints.GONE_WAIT_SECS):
-                raise ApiError(409, f"the topology master of the killed topology {name!r} still answers at "
-                                    f"{self.killed[name][0]}; try again once it is gone")
-        if self.state.get_bytes(f"code/{digest}") is None:
-            self._write(lambda: self.state.put_bytes(f"code/{digest}", data))
+        ckpt = store.resolve(self, name, conf)  # exactly once: the shared store, or a 400
+        if (restore is not None or ckpt is not None) and not savepoints.wait_killed(self, name,
+                                                                                    savepoints.GONE_WAIT_SECS):
+            raise ApiError(409, f"the topology master of the killed topology {name!r} still answers at "
+                                f"{self.killed[name][0]}; try again once it is gone")
         tdef_doc = tdef.to_dict()
         doc = {"definition": tdef_doc, "config": conf, "state": "PAUSED" if body.get("deactivated") else "RUNNING",
                "submitted_at": time.time(),
@@ -289,8 +292,14 @@ class Nimbus:
             doc["restoring"] = {"savepoint": restore.path}
             self.installing.add(name)
         try:
-            if not self._write(lambda: self.state.create(f"topologies/{name}", doc)):
-                raise ApiError(409, f"a topology named {name!r} is already being submitted")
+            with self.store_lock:
+                if ckpt is not None and restore is None:  # (from a savepoint: once it is installed)
+                    self.require_leader()
+                    doc["store"] = store.prepare(self, name, ckpt, doc["submitted_at"])
+                if self.state.get_bytes(f"code/{digest}") is None:
+                    self._write(lambda: self.state.put_bytes(f"code/{digest}", data))
+                if not self._write(lambda: self.state.create(f"topologies/{name}", doc)):
+                    raise ApiError(409, f"a topology named {name!r} is already being submitted")
             if restore is not None:
                 cid = savepoints.install(self, name, restore, doc)
         finally:
@@ -329,8 +338,9 @@ class Nimbus:
         rec = self.state.topology(name)
         if rec is None and self.state.assignment(name) is None:
             raise ApiError(404, f"no topology named {name!r}")
-        from . import savepoints
+        from . import savepoints, store
         savepoints.remember_killed(self, name, self.state.status(name) or {})
+        ckpt = store.of_record(self, name, rec)
         digest = ((rec or {}).get("code") or {}).get("digest")
         for path in (f"topologies/{name}", f"assignments/{name}", f"status/{name}", f"checkpoints/{name}",
                      f"healthmgr/{name}"):
@@ -340,13 +350,18 @@ class Nimbus:
             self._write(lambda: self.state.delete(f"code/{digest}"))
         self.pending.pop(name, None)
         log.info("topology %s killed", name)
-        if wait:
-            stopped = savepoints.wait_killed(self, name, wait)
+        answer = {"name": name, "killed": True}
+        if wait or ckpt is not None:  # (its checkpoints go once it stopped writing them)
+            secs = wait if wait else savepoints.GONE_WAIT_SECS
+            stopped = savepoints.wait_killed(self, name, secs)
             if not stopped:
                 log.warning("topology %s: its topology master at %s still answers %gs after the kill", name,
-                            self.killed[name][0], wait)
-            return {"name": name, "killed": True, "stopped": stopped}
-        return {"name": name, "killed": True}
+                            self.killed[name][0], secs)
+            if wait:
+                answer["stopped"] = stopped
+            if ckpt is not None:
+                answer["checkpoints"] = store.remove(self, name, ckpt, stopped)
+        return answer
 
     def set_active(self, name, active):
         self.require_leader()
@@ -443,7 +458,7 @@ class Nimbus:
         return {"leader": leader, "this": self.url,
                 "nimbuses": [dict(d, leader=d.get("url") == leader) for d in nimbuses if d],
                 "supervisors": sorted(self.supervisors().values(), key=lambda d: d.get("id", "")),
-                "pending": dict(self.pending)}
+                "pending": dict(self.pending), "config": dict(self.cluster_conf)}
 
 
 

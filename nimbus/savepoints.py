@@ -42,14 +42,15 @@ GONE_WAIT_SECS = 15.0  # a restore waits this long for the killed topology maste
 KILLED_MEMORY_SECS = 300.0
 
 
-def shared_store(state, name, conf, status, where):
+def shared_store(state, name, conf, status, where, purpose="savepoints", hint=""):
     """``(store, settings)`` of topology ``name`` in its shared checkpoint directory;
-    ApiError(status) naming ``where`` when the config has none nimbus can use."""
+    ApiError(status) naming ``where`` when the config has none nimbus can use
+    (``purpose``: what goes through it, ``hint``: where else it may be set)."""
     root = os.path.expanduser(str(conf.get("bittern.checkpoint.dir") or ""))
     if not root:
         raise ApiError(status, f"{where}: topology {name!r} sets no bittern.checkpoint.dir; in cluster mode "
-                               f"savepoints go through the checkpoint directory every host and nimbus share "
-                               f"(--config bittern.checkpoint.dir=/shared/path)")
+                               f"{purpose} go through the checkpoint directory every host and nimbus share "
+                               f"(--config bittern.checkpoint.dir=/shared/path{hint})")
     if not os.path.isabs(root):
         raise ApiError(status, f"{where}: bittern.checkpoint.dir {root!r} of topology {name!r} must be an "
                                f"absolute path (every host resolves it)")
@@ -152,6 +153,8 @@ def install(nimbus, name, restore, rec):
         done = {k: v for k, v in rec.items() if k != "restoring"}
         done["restored_from"] = {"savepoint": restore.path, "checkpoint": cid,
                                  "topology": restore.doc["topology"]}
+        from .store import prepare
+        done["store"] = prepare(n, name, restore.store)  # nimbus's probe, in the store as installed
         n._write(lambda: n.state.put(f"topologies/{name}", done))
     except Exception as e:
         try:

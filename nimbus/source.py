@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+from bittern import topostatus
 from bittern.monitor import LocalSource, TopologyGone
 
 
@@ -44,13 +45,15 @@ class ClusterSource(LocalSource):
             if rec is None:
                 continue
             asg = self.state.assignment(name) or None
-            rows.append({"name": name, "state": self.phase(name, rec, asg, None, live),
+            status = self.state.status(name) or {}
+            rows.append({"name": name, "state": self.phase(name, rec, asg, status, live),
                          "containers": len(((asg or {}).get("packing") or {}).get("containers", {})),
                          "tasks": sum(c["par"] for c in rec["definition"]["components"]),
                          "uptime_secs": time.time() - rec.get("submitted_at", time.time()),
                          "reliability": rec["config"].get("topology.reliability.mode"),
                          "file": (rec.get("code") or {}).get("entry"),
                          "error": (rec.get("error") or {}).get("error")})
+            topostatus.annotate(rows[-1], _current(status, asg))  # DEGRADED, with the reason and since when
         return rows
 
     def _client(self, name):
@@ -76,7 +79,13 @@ class ClusterSource(LocalSource):
                              "slot": where.get("slot"), "stmgr": (asg.get("stmgrs") or {}).get(c),
                              "tasks": [{"task": t, "component": packing["tasks"][str(t)][0],
                                         "index": packing["tasks"][str(t)][1]} for t in tasks]}
-        return {"name": name, "state": self.phase(name, rec, asg or None, status),
-                "submitted_at": rec.get("submitted_at"), "version": asg.get("version"),
-                "logical_plan": rec["definition"], "config": rec["config"], "error": rec.get("error"),
-                "physical_plan": {"tmaster": asg.get("tmaster"), "containers": containers}}
+        return topostatus.annotate({
+            "name": name, "state": self.phase(name, rec, asg or None, status),
+            "submitted_at": rec.get("submitted_at"), "version": asg.get("version"),
+            "logical_plan": rec["definition"], "config": rec["config"], "error": rec.get("error"),
+            "physical_plan": {"tmaster": asg.get("tmaster"), "containers": containers}}, _current(status, asg))
+
+
+def _current(status, asg):
+    """``status`` if it is the topology master's of the current placement, else None."""
+    return status if status and asg and status.get("tmaster") == asg.get("tmaster") else None

@@ -37,6 +37,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+ROLLBACK_REASON = "a rollback began"  # an Abandon that is no failure of the checkpoint
+
 
 @dataclass(frozen=True)
 class Start:
@@ -224,7 +226,7 @@ class CheckpointCoordinator:
     def _begin_rollback(self, now, counted):
         out = []
         if self.inflight is not None:
-            out.append(self._abandon("a rollback began"))
+            out.append(self._abandon(ROLLBACK_REASON))
         self.epoch += 1
         if counted:
             self.restores += 1

@@ -46,6 +46,8 @@ import time
 import zmq
 
 from bittern import curve, wire
+from bittern.checkpoint import checkpoint_settings, write_probe
+from bittern.config import EFFECTIVELY_ONCE
 from bittern.proc import ParentWatch, SignalWaker
 from bittern.procstats import ProcStats
 from bittern.wire import CTRL, ROUTED, Op
@@ -107,6 +109,7 @@ class StreamManager(PlanReload):
         # of the 4-byte frame, nothing decoded.
         self._peer_dest = {wire.task_bytes(t): (t, wire.instance_identity(t)) for t in self.table.local_tasks}
         self._parent = ParentWatch()
+        self.probe = None  # cluster mode, exactly once: this container's probe of the checkpoint store
         self.keys = plan_keys(plan)
         self.auth = self.monitor = None
         self.peers, self.peer_ctrl = {}, {}
@@ -411,7 +414,25 @@ class StreamManager(PlanReload):
     def register_with_tm(self):
         self.to_tm(Op.STMGR_REGISTER, pid=os.getpid(),
                    tasks={str(t): {k: v for k, v in m.items() if k != "op"}
-                          for t, m in self.registered.items()})
+                          for t, m in self.registered.items()},
+                   **({"probe": self.probe} if self.probe is not None else {}))
+
+    def write_store_probe(self):
+        """Cluster mode, exactly once: prove this container writes the shared checkpoint store
+        (bittern/checkpoint.py write_probe); the registration carries the probe, and the
+        topology master reads it back before the topology runs."""
+        plan = self.plan
+        if plan.hosts is None or plan.config.get("topology.reliability.mode") != EFFECTIVELY_ONCE:
+            return None
+        by = f"container {self.container} on {plan.hosts.get(self.container)}, pid {os.getpid()}"
+        try:
+            root = checkpoint_settings(plan.config, home=plan.home).dir
+        except Exception as e:  # noqa: BLE001 - reported to the topology master, which fails the start
+            return {"path": None, "error": f"{type(e).__name__}: {e}"}
+        probe = write_probe(root, plan.name, f"c{self.container}", by=by)
+        if probe.get("error"):
+            log.error("cannot write the checkpoint store: %s: %s", probe["path"], probe["error"])
+        return probe
 
     # -- the loop -----------------------------------------------------------------------
     def run(self):
@@ -421,6 +442,7 @@ class StreamManager(PlanReload):
         for s in (self.ctl, self.local, self.inbound, self.tm, self.monitor):
             poller.register(s, zmq.POLLIN)
         poller.register(waker.fd, zmq.POLLIN)
+        self.probe = self.write_store_probe()
         self.register_with_tm()
         next_hb = time.monotonic() + HEARTBEAT_SECS
         log.info("stream manager of container %d up (pid %d), local tasks %s, peers over tcp%s",

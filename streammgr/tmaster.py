@@ -14,8 +14,8 @@ from collections import deque
 
 import zmq
 
-from bittern import wire
-from bittern.checkpoint import CheckpointStore, checkpoint_settings, task_layout
+from bittern import topostatus, wire
+from bittern.checkpoint import CheckpointStore, checkpoint_settings, probe_problem, task_layout
 from bittern.config import EFFECTIVELY_ONCE
 from bittern.errors import ConfigError
 from bittern.proc import ParentWatch, SignalWaker
@@ -81,6 +81,7 @@ class TopologyMaster:
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.bind(plan.tmaster)
         self.health = healthrunner.attach(self)  # None unless topology.healthmgr.enabled
+        self._init_status_rule()
 
     # -- checkpoints (EFFECTIVELY_ONCE): streammgr/checkpoints.py decides, this does -------
     def _init_checkpoints(self):
@@ -117,6 +118,21 @@ class TopologyMaster:
                                              epoch=epoch, resend_every=1.0)
         log.info("exactly once: checkpoints every %gs in %s; last complete %s, last epoch %d",
                  settings.interval_secs, store.dir, latest, epoch)
+        nonce = ((self.state.topology(self.name) or {}).get("store") or {}).get("probe")
+        if self.plan.hosts is not None and nonce:  # cluster mode: nimbus's probe of the shared store
+            self._store_probe("nimbus", "nimbus", {"nonce": nonce})
+
+    def _store_probe(self, who, writer, probe):
+        """Cluster mode: the probe of the shared checkpoint store that nimbus or a container
+        (sent with its registration: streammgr/stmgr.py) wrote; a problem fails the start-up."""
+        me = f"the topology master (container 0 on {self.plan.hosts.get(0)})"
+        bad = probe_problem(self.ckpt_store.root, self.name, who, probe, writer, me)
+        if bad and self.phase == STARTING:
+            self._fail({"error": bad, "traceback": None})
+        elif bad:  # a container restarted or moved while running: checkpoints cannot complete
+            log.error("%s", bad)
+            self._on_error({"task": None, "component": "checkpoint-store", "where": f"the probe of {writer}",
+                            "error": bad, "traceback": None, "time": time.time()})
 
     def _checkpoint_actions(self, actions):
         for a in actions:
@@ -126,11 +142,13 @@ class TopologyMaster:
                 try:
                     self.ckpt_store.mark_complete(a.checkpoint_id, a.tasks, layout=self._layout)
                 except Exception as e:  # noqa: BLE001 - the disk or the state manager
-                    log.error("checkpoint %d: every task saved it, but it cannot be recorded as complete: "
-                              "%s: %s", a.checkpoint_id, type(e).__name__, e)
                     self.ckpt.complete_failed(a.checkpoint_id)
+                    self._checkpoint_failed(a.checkpoint_id, "checkpoint complete",
+                                            f"every task saved it, but it cannot be recorded as complete: "
+                                            f"{type(e).__name__}: {e}")
                     continue
                 log.debug("checkpoint %d complete", a.checkpoint_id)
+                self._checkpoint_completed()
                 self.broadcast(Op.CKPT_COMMIT, id=a.checkpoint_id)
             elif isinstance(a, ck.Restore):
                 self.state.put(self._epoch_path, {"epoch": a.epoch, "submitted_at": self._submitted_at})
@@ -144,7 +162,10 @@ class TopologyMaster:
                 if first:  # a rebalance waits for it (bittern/rebalance.py plan_started)
                     self.write_status()
             elif isinstance(a, ck.Abandon):
-                log.warning("checkpoint %d abandoned: %s", a.checkpoint_id, a.reason)
+                if a.reason == ck.ROLLBACK_REASON:  # not a failure: a rollback subsumes it
+                    log.warning("checkpoint %d abandoned: %s", a.checkpoint_id, a.reason)
+                else:
+                    self._checkpoint_failed(a.checkpoint_id, "checkpoint timeout", f"abandoned: {a.reason}")
 
     def _layout_of(self, checkpoint_id):
         """The task layout checkpoint ``checkpoint_id`` was taken with (instances have no
@@ -165,10 +186,64 @@ class TopologyMaster:
             self._restore_layouts = {checkpoint_id: lay}
         return self._restore_layouts[checkpoint_id]
 
+    # -- health (bittern/topostatus.py decides): DEGRADED with a reason, or HEALTHY -------
+    def _init_status_rule(self):
+        conf, now = self.plan.config, time.monotonic()
+        eo = self.ckpt is not None
+        self.status_rule = topostatus.HealthRule(
+            self.containers, self.all_tasks, now, register_secs=float(conf["bittern.startup.timeout.secs"]),
+            checkpoints=eo, interval=self.ckpt.interval if eo else None,
+            timeout=self.ckpt.timeout if eo else None)
+        self.health_doc = topostatus.health_doc(topostatus.Verdict(topostatus.HEALTHY), now)
+        self._health_key = (topostatus.HEALTHY, None)
+        self._next_health_check = now
+        self._ckpt_log_at = None  # when an open checkpoint error was last logged
+
+    def _checkpoint_failed(self, checkpoint_id, where, text):
+        """One error record per run of failures (its count grows), not a log line each time."""
+        now = time.monotonic()
+        self.status_rule.checkpoint_failed(f"checkpoint {checkpoint_id} {text}", now)
+        rec, new = topostatus.merge_error(self.errors, {
+            "task": None, "component": topostatus.SYSTEM_COMPONENT, "where": where, "error": text,
+            "traceback": None, "time": time.time(), "checkpoint": checkpoint_id}, cap=ERRORS_PER_COMPONENT)
+        if new or self._ckpt_log_at is None or now - self._ckpt_log_at >= 60.0:
+            self._ckpt_log_at = now  # the first one, then one line a minute
+            first = time.strftime("%H:%M:%S", time.localtime(rec["first_time"]))
+            log.error("checkpoint %d: %s%s", checkpoint_id, text,
+                      "" if new else f" ({rec['count']} times since {first})")
+        else:
+            log.debug("checkpoint %d: %s (%d times)", checkpoint_id, text, rec["count"])
+
+    def _checkpoint_completed(self):
+        self.status_rule.checkpoint_completed(time.monotonic())
+        if any(e.get("open") for e in self.errors if e.get("component") == topostatus.SYSTEM_COMPONENT):
+            log.info("a checkpoint completed again")
+            topostatus.close_errors(self.errors, topostatus.SYSTEM_COMPONENT)
+        self._ckpt_log_at = None
+
+    def _check_health(self, now):
+        """Publish the rule's verdict when it changes (a state-manager write only then)."""
+        self._next_health_check = now + 0.5
+        rule = self.status_rule
+        rule.registered(self.stmgrs, self.tasks, now)
+        for c in self.containers - set(self.stmgrs):
+            rule.lost("container", c, now)
+        v = rule.verdict(now)
+        if (v.state, v.reason) == self._health_key:
+            return
+        self._health_key = (v.state, v.reason)
+        self.health_doc = topostatus.health_doc(v, now)
+        if v.state == topostatus.DEGRADED:
+            log.warning("topology %s is DEGRADED: %s", self.name, v.reason)
+        else:
+            log.info("topology %s is healthy again", self.name)
+        self.write_status()
+
     # -- status -------------------------------------------------------------------------
     def write_status(self):
         self.state.put(f"status/{self.name}", {
             "phase": self.phase, "error": self.error, "active": self.active,
+            "health": getattr(self, "health_doc", None),
             "resumed_epoch": self.resumed_epoch,
             "tmaster": self.plan.tmaster, "pid": os.getpid(), "updated": time.time(),
             "host": (self.plan.hosts or {}).get(0) or self.plan.tmaster.split("//")[-1].rpartition(":")[0],
@@ -198,6 +273,8 @@ class TopologyMaster:
         op = msg.get("op")
         c = msg.get("container")
         if op == Op.STMGR_REGISTER:
+            if self.ckpt is not None and self.plan.hosts is not None:
+                self._store_probe(f"c{c}", f"container {c} (on {self.plan.hosts.get(c)})", msg.get("probe"))
             self.stmgrs[c] = {"pid": msg.get("pid"), "last": time.monotonic()}
             old_pid, self.stmgr_pids[c] = self.stmgr_pids.get(c), msg.get("pid")
             if self.ckpt is not None and old_pid is not None and old_pid != msg.get("pid"):
@@ -270,6 +347,7 @@ class TopologyMaster:
             self.broadcast(Op.START, active=self.active)
             self.write_status()
             if self.ckpt is not None:
+                self.status_rule.checkpoints_began(time.monotonic())
                 self._checkpoint_actions(self.ckpt.start(time.monotonic()))
 
     def _on_error(self, msg):
@@ -315,7 +393,7 @@ class TopologyMaster:
             self._send(identity, "reply", req=req, error=f"unknown request {op!r}")
 
     def status(self):
-        return {"phase": self.phase, "active": self.active, "error": self.error,
+        return {"phase": self.phase, "active": self.active, "error": self.error, "health": self.health_doc,
                 "tasks": {str(t): r for t, r in self.tasks.items()},
                 "stmgrs": {str(c): {k: v for k, v in s.items() if k != "last"}
                            for c, s in self.stmgrs.items()}}
@@ -361,6 +439,7 @@ class TopologyMaster:
                                "execute_rate": max(0, x1 - x0) / dt})
         mine = self.procstats.read()
         return {"topology": self.name, "phase": self.phase, "active": self.active, "window": window,
+                "health": self.health_doc,
                 "reliability": self.plan.config["topology.reliability.mode"],
                 "containers": len(self.containers), "uptime_secs": now - self.started,
                 "started_at": self.started_wall,
@@ -452,6 +531,8 @@ class TopologyMaster:
                     self._checkpoint_actions(self.ckpt.tick(now))
                 if self.health is not None:
                     self.health.tick(now)
+                if now >= self._next_health_check:
+                    self._check_health(now)
                 if now >= next_sample:
                     next_sample = now + self.sample_every
                     self.sample_throughput(now)

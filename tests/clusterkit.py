@@ -86,12 +86,13 @@ class Cluster:
         self.env.pop("BITTERN_TOKEN", None)
 
     # -- daemons ----------------------------------------------------------------------------
-    def start_nimbus(self, i=0):
+    def start_nimbus(self, i=0, args=()):
+        """``args``: more options (e.g. ``--config-file F``)."""
         port = free_range(1)
         data = os.path.join(self.dir, f"nimbus-{i}")
         os.makedirs(data, exist_ok=True)
         d = Daemon("nimbus", [sys.executable, "-m", "nimbus", "--zk", self.zk.hosts, "--zk-root", self.root,
-                              "--port", str(port), "--data-dir", data, "--session-timeout", "4"],
+                              "--port", str(port), "--data-dir", data, "--session-timeout", "4", *args],
                    os.path.join(self.dir, f"nimbus-{i}.log"), self.env)
         d.url = f"http://127.0.0.1:{port}"
         d.data = data
@@ -108,16 +109,17 @@ class Cluster:
         except OSError:
             return False
 
-    def start_supervisor(self, sid, slots=None):
+    def start_supervisor(self, sid, slots=None, wrap=()):
         """Each supervisor gets its own loopback address (127.0.0.2, .3, ...: Linux
         routes all of 127/8 to lo), so containers on different "hosts" really talk
-        over different addresses."""
+        over different addresses. ``wrap``: a command prefix that execs the rest (e.g.
+        ``unshare`` to give this "host" its own view of a mount)."""
         slots = slots or self.slots
         host = self.hosts.setdefault(sid, f"127.0.0.{len(self.hosts) + 2}")
         base = free_range(2 * slots + 1) + 1  # the log server takes base - 1
         data = os.path.join(self.dir, f"sup-{sid}")
         os.makedirs(data, exist_ok=True)
-        d = Daemon("supervisor", [sys.executable, "-m", "supervisor", "--cluster", "--zk", self.zk.hosts,
+        d = Daemon("supervisor", [*wrap, sys.executable, "-m", "supervisor", "--cluster", "--zk", self.zk.hosts,
                                   "--zk-root", self.root, "--host", host, "--slots", str(slots),
                                   "--base-port", str(base), "--data-dir", data, "--id", sid],
                    os.path.join(self.dir, f"sup-{sid}.log"), self.env)
@@ -165,15 +167,23 @@ class Cluster:
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"null")
 
-    def cluster_info(self, url=None):
-        for d in ([url] if url else [n.url for n in self.nimbuses.values() if n.alive()]):
-            try:
-                status, doc = self.api("/api/v1/cluster", url=d)
-                if status == 200:
-                    return doc
-            except OSError:
-                continue
-        raise AssertionError("no nimbus answers")
+    def cluster_info(self, url=None, zk_wait=30.0):
+        """The cluster document of the first nimbus that answers; a 503 (nimbus cannot
+        reach ZooKeeper, e.g. just after it restarted) is retried for ``zk_wait`` s."""
+        deadline = time.monotonic() + zk_wait
+        while True:
+            unavailable = False
+            for d in ([url] if url else [n.url for n in self.nimbuses.values() if n.alive()]):
+                try:
+                    status, doc = self.api("/api/v1/cluster", url=d)
+                    if status == 200:
+                        return doc
+                    unavailable = unavailable or status == 503
+                except OSError:
+                    continue
+            if not unavailable or time.monotonic() >= deadline:
+                raise AssertionError("no nimbus answers" + (" (503: ZooKeeper unreachable)" if unavailable else ""))
+            time.sleep(0.2)
 
     def leader_url(self):
         for d in self.nimbuses.values():

@@ -8,7 +8,7 @@ import signal
 import sys
 
 from ..cluster_client import NoSuchTopology, topology_path
-from .. import config as cfg
+from .. import config as cfg, topostatus
 from ..checkpoint import CheckpointStore, checkpoint_settings
 from ..errors import BitternError
 from ..proc import pid_alive, signal_pids, stop_pids
@@ -16,6 +16,9 @@ from ..wire import Op
 from ..monitor import LocalSource, RemoteSource
 from .common import fmt_duration, liveness, supervisor_pid, tm_client
 
+# nimbus removes an exactly-once topology's checkpoints once its topology master stopped (up to
+# 15 s: nimbus/store.py), before it answers a kill
+KILL_STORE_SECS = 25.0
 RESTART_LOCAL_ONLY = ("`bittern restart` works in local mode only: nimbus has no restart API (the supervisors "
                       "restart dead processes themselves; to restart a topology, kill and submit it again)")
 
@@ -43,7 +46,7 @@ def add_parsers(sub):
 
 
 def list_main(args, state, home):
-    return print_list(args, LocalSource(state).topologies())
+    return print_list(args, topostatus.annotate_rows(LocalSource(state).topologies(), state))
 
 
 def list_remote(args, client):
@@ -59,6 +62,10 @@ def print_list(args, rows):
         print("no topologies running")
         return 0
     cols = ["name", "state", "containers", "tasks", "uptime"]
+    if any(topostatus.degraded(r.get("health")) and r.get("state") == topostatus.DEGRADED for r in rows):
+        cols.append("reason")  # since when, and why (bittern/topostatus.py)
+        rows = [dict(r, reason=topostatus.describe(r).partition(" ")[2] if r.get("state") == topostatus.DEGRADED
+                     else "-") for r in rows]
     widths = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
     print("  ".join(c.upper().ljust(widths[c]) for c in cols))
     for r in rows:
@@ -119,11 +126,16 @@ def kill_remote(args, client):
     # nimbus answers once the processes are stopped on every host: wait at least --timeout
     try:
         rep = client.request("DELETE", topology_path(args.name), query=query, topology=args.name,
-                             timeout=max(client.timeout, args.timeout + 5))
+                             timeout=max(client.timeout, args.timeout + 5, KILL_STORE_SECS))
     except NoSuchTopology:
         print(f"topology {args.name} is not running (nothing to kill)")
         return 0
-    print(f"topology {args.name} killed")
+    ckpts = rep.get("checkpoints") if isinstance(rep, dict) else None  # exactly once: nimbus removes them
+    print(f"topology {args.name} killed" + (f"; its checkpoints in {ckpts.get('dir')} removed"
+                                            if isinstance(ckpts, dict) and ckpts.get("removed") else ""))
+    if isinstance(ckpts, dict) and not ckpts.get("removed"):
+        print(f"warning: the checkpoints of {args.name} in {ckpts.get('dir')} were not removed: "
+              f"{ckpts.get('error')}", file=sys.stderr)
     if isinstance(rep, dict) and rep.get("stopped") is False:
         print(f"warning: the topology master of {args.name} still answered {args.timeout:g}s after the kill; "
               f"nimbus refuses a restore under this name until it is gone", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import time
 
+from .. import topostatus
 from ..monitor import LocalSource, RemoteSource
 from ..metrics_fmt import has_event_time, human_bytes, json_safe, lag, rate, view_watermark, watermark
 
@@ -45,9 +46,12 @@ def show_metrics(args, src):
 
 def format_metrics(doc):
     """The snapshot as text: a header line, then one row per component (pure, for tests)."""
-    lines = [f"topology {doc['topology']}: {doc['phase']}{'' if doc['active'] else ' (PAUSED)'}, "
+    phase = topostatus.shown_state(doc["phase"], doc.get("health"))
+    lines = [f"topology {doc['topology']}: {phase}{'' if doc['active'] else ' (PAUSED)'}, "
              f"{doc['reliability']}, {doc['containers']} container(s), up {doc['uptime_secs']:.0f}s, "
              f"backpressure {'ON' if doc['backpressure'] else 'off'}; window {doc['window']}"]
+    if topostatus.degraded(doc.get("health")):
+        lines.append(topostatus.describe(doc))
     cols = ["component", "tasks", "emitted", "executed", "acked", "failed", "emit/s", "exec/s",
             "exec ms", "complete ms", "capacity", "bp %", "cpu %", "rss"]
     # event time only when some component has it: its watermark (a bolt's input, a
@@ -94,6 +98,11 @@ def show_errors(args, src):
         return 0
     for e in errs:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(e.get("time") or 0))
-        print(f"--- {when} {e.get('component')}[task {e.get('task')}] in {e.get('where')}: {e.get('error')}")
+        who = e.get("component") if e.get("task") is None else f"{e.get('component')}[task {e.get('task')}]"
+        times = ""
+        if (e.get("count") or 1) > 1:  # one record for a run of the same error (the topology master's)
+            first = time.strftime("%H:%M:%S", time.localtime(e.get("first_time") or 0))
+            times = f" ({e['count']} times since {first})"
+        print(f"--- {when} {who} in {e.get('where')}: {e.get('error')}{times}")
         print((e.get("traceback") or "").rstrip())
     return 0

@@ -14,6 +14,7 @@ import signal
 import sys
 import time
 
+from .. import topostatus
 from ..errors import BitternError
 from ..monitor import LocalSource, RemoteSource, TopologyGone
 from ..tui.keys import KeyReader, NoKeys
@@ -69,7 +70,10 @@ class Top:
     # -- data ------------------------------------------------------------------------------
     def _rows(self):
         try:
-            self.rows = sorted(self.src.topologies(), key=lambda r: r["name"])
+            rows = self.src.topologies()
+            if getattr(self.src, "state", None) is not None:  # local mode: the masters' health
+                topostatus.annotate_rows(rows, self.src.state)
+            self.rows = sorted(rows, key=lambda r: r["name"])
         except (BitternError, OSError, ValueError, KeyError):
             pass  # a state file caught mid-write: keep the last rows
         self.list_cursor = min(self.list_cursor, max(0, len(self.rows) - 1))

@@ -13,12 +13,13 @@ from rich.table import Table
 from rich.text import Text
 
 from ..cli.common import fmt_duration
+from .. import topostatus
 from ..health_fmt import describe
 from ..metrics_fmt import has_event_time, human_bytes, lag, rate, view_watermark, watermark
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 STATE_STYLES = {"RUNNING": "bold green", "PAUSED": "bold yellow", "STARTING": "bold cyan",
-                "FAILED": "bold red", "DEAD": "bold red"}
+                "FAILED": "bold red", "DEAD": "bold red", "DEGRADED": "bold red"}
 MAIN_KEYS = "1-9 or ↑↓ + enter: tasks of a component   q: quit"
 TASK_KEYS = "↑↓: previous/next component   b/esc/←: back   q: quit"
 LIST_KEYS = "1-9 or ↑↓ + enter: open a topology   q: quit"
@@ -81,7 +82,8 @@ def num(v):
 
 def state_of(doc):
     phase = doc.get("phase") or "?"
-    return "PAUSED" if phase == "RUNNING" and not doc.get("active", True) else phase
+    phase = "PAUSED" if phase == "RUNNING" and not doc.get("active", True) else phase
+    return topostatus.shown_state(phase, doc.get("health"))
 
 
 def component_order(doc):
@@ -171,6 +173,8 @@ def header(doc, warning=None):
     errors = doc.get("errors") or 0
     t.append(f"  {plural(errors, 'error')}", "bold red" if errors else "")
     body = [t]
+    if topostatus.degraded(doc.get("health")):  # why, and since when (bittern/topostatus.py)
+        body.append(Text(topostatus.describe(doc), style="bold red"))
     if warning:
         body.append(Text(f"! {warning}", style="bold yellow"))
     return Panel(Group(*body), title="bittern top", title_align="left", box=box.ROUNDED,
