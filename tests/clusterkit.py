@@ -245,3 +245,20 @@ class Cluster:
                 pass
         assert not leaked, "the cluster left processes behind: " + ", ".join(
             f"{p.pid} {' '.join(p.cmdline())[:120]}" for p in leaked if psutil.pid_exists(p.pid))
+
+
+
+def all_pids(cluster):
+    """Every topology process the cluster's supervisors run."""
+    return [p for sid in cluster.supervisors for p in cluster.topology_pids(sid)]
+
+
+def zk_view(cluster, name):
+    """What ZooKeeper holds of ``name``: its record, assignment, checkpoint metadata; and
+    the stored code archives."""
+    st = cluster.state()
+    try:
+        return {"record": st.topology(name), "assignment": st.assignment(name),
+                "checkpoints": st.children(f"checkpoints/{name}"), "code": st.children("code")}
+    finally:
+        st.close()

@@ -123,3 +123,15 @@ def read_jsonl(path):
             if line:
                 out.append(json.loads(line))
     return out
+
+
+@pytest.fixture
+def cluster(zk_server, tmp_path):  # noqa: F811 - (zk_server: the fixture imported above)
+    """A ``clusterkit.Cluster`` (nimbus, supervisors) on the test's real ZooKeeper;
+    stopping it asserts that no process of the cluster is left."""
+    from clusterkit import Cluster
+    c = Cluster(zk_server, tmp_path)
+    try:
+        yield c
+    finally:
+        c.stop()

@@ -8,24 +8,13 @@ import os
 import signal
 import time
 
-import pytest
 
-from clusterkit import Cluster
 from conftest import EXAMPLES, TOPOLOGIES, processes_of, wait_for
 from test_at_least_once import acked_ids, check_complete
 
 WORD_COUNT = os.path.join(EXAMPLES, "word_count.py")
 SEQ = os.path.join(TOPOLOGIES, "reliable_seq.py")
 BROKEN = os.path.join(TOPOLOGIES, "broken_on_workers", "topology.py")
-
-
-@pytest.fixture
-def cluster(zk_server, tmp_path):
-    c = Cluster(zk_server, tmp_path)
-    try:
-        yield c
-    finally:
-        c.stop()
 
 
 def expected_word_counts(n):

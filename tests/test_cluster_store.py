@@ -28,7 +28,7 @@ import pytest
 
 from bittern.checkpoint import check_probe, probe_path, probe_problem, write_probe
 from bittern.errors import ConfigError
-from clusterkit import Cluster
+from clusterkit import all_pids, zk_view
 from conftest import TOPOLOGIES, wait_for
 from eokit import check_exactly_once, committed_rows
 
@@ -36,32 +36,10 @@ SEQ = os.path.join(TOPOLOGIES, "exactly_once_seq.py")
 N, K = 6000, 7
 
 
-@pytest.fixture
-def cluster(zk_server, tmp_path):
-    c = Cluster(zk_server, tmp_path)
-    try:
-        yield c
-    finally:
-        c.stop()  # asserts that no process of the cluster is left
-
-
 def seq_conf(out, n=N, rate=1500, store=None):
     args = ["--config", f"test.out={out}", "--config", f"test.count={n}", "--config", f"test.rate={rate}",
             "--config", f"test.keys={K}"]
     return args + (["--config", f"bittern.checkpoint.dir={store}"] if store else [])
-
-
-def all_pids(cluster):
-    return [p for sid in cluster.supervisors for p in cluster.topology_pids(sid)]
-
-
-def zk_view(cluster, name):
-    st = cluster.state()
-    try:
-        return {"record": st.topology(name), "assignment": st.assignment(name),
-                "checkpoints": st.children(f"checkpoints/{name}"), "code": st.children("code")}
-    finally:
-        st.close()
 
 
 NOTHING = {"record": None, "assignment": None, "checkpoints": [], "code": []}

@@ -14,7 +14,7 @@ import shutil
 import pytest
 
 from bittern import savepoint as sp
-from clusterkit import Cluster
+from clusterkit import all_pids, zk_view
 from conftest import TOPOLOGIES, wait_for
 from eokit import check_exactly_once, committed_rows
 
@@ -26,34 +26,10 @@ N, K = 12000, 7
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def cluster(zk_server, tmp_path):
-    c = Cluster(zk_server, tmp_path)
-    try:
-        yield c
-    finally:
-        c.stop()  # asserts that no process of the cluster is left
-
-
 def conf(out, ckpt, n=N, rate=2000):
     args = ["--config", f"test.out={out}", "--config", f"test.count={n}", "--config", f"test.rate={rate}",
             "--config", f"test.keys={K}"]
     return args + (["--config", f"bittern.checkpoint.dir={ckpt}"] if ckpt else [])
-
-
-def all_pids(cluster):
-    return [p for sid in cluster.supervisors for p in cluster.topology_pids(sid)]
-
-
-def zk_view(cluster, name):
-    """What ZooKeeper holds of ``name``: its record, assignment, checkpoint metadata; and
-    the stored code archives."""
-    st = cluster.state()
-    try:
-        return {"record": st.topology(name), "assignment": st.assignment(name),
-                "checkpoints": st.children(f"checkpoints/{name}"), "code": st.children("code")}
-    finally:
-        st.close()
 
 
 def kill_with_savepoint(cluster, name, path):

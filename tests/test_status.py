@@ -109,16 +109,6 @@ def test_failing_checkpoints_make_a_topology_degraded_until_one_completes(bitter
         bittern("kill", "st", check=True)
 
 
-@pytest.fixture
-def cluster(zk_server, tmp_path):
-    from clusterkit import Cluster
-    c = Cluster(zk_server, tmp_path)
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
 def hang_up_early(url, path, token):
     """Send a request and reset the connection at once, without reading the answer."""
     u = urllib.parse.urlsplit(url)
