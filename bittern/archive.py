@@ -36,7 +36,7 @@ import tempfile
 import zlib
 from dataclasses import dataclass, field
 
-from .checkpoint import fsync_dir
+from .ckptfile import fsync_dir
 from .errors import TopologyError
 from .loader import code_paths
 

@@ -56,185 +56,22 @@ store) would take: docs/CHECKPOINT_STORE.md.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
-import secrets
 import shutil
-import struct
 import tempfile
 import time
-import zlib
 from dataclasses import dataclass
 
-from .errors import BitternError, ConfigError
+from .ckptfile import (  # noqa: F401 - (the file format and errors: part of this module's API)
+    CHAIN_VERSION, FILE_VERSION, HEADER2_SIZE, HEADER_SIZE, MAGIC, CheckpointCorrupt, CheckpointError,
+    CheckpointMissing, _chunks, _makedirs_durable, decode_file, encode_file, file_header, fsync_dir,
+    read_file, read_parent, unpack_file, write_payload)
+from .errors import ConfigError
 
-MAGIC = b"BTCK"
-FILE_VERSION = 1  # a base (full state)
-CHAIN_VERSION = 2  # carries the parent checkpoint id (0: none, a base)
-_HEADER = struct.Struct(">4sBQI")  # magic, version, payload length, crc32
-_PARENT = struct.Struct(">Q")  # version 2: the parent checkpoint id, after the version-1 fields
-HEADER_SIZE = _HEADER.size
-HEADER2_SIZE = _HEADER.size + _PARENT.size
 MAX_CHAIN = 10_000  # links followed before a chain is called corrupt (a cycle)
 _TASK_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _FILE_RE = re.compile(r"^task-(.+)\.bin$")
-
-
-class CheckpointError(BitternError):
-    """A checkpoint operation that cannot be done (names the checkpoint and task)."""
-
-
-class CheckpointMissing(CheckpointError, FileNotFoundError):
-    """No state was saved for that task in that checkpoint."""
-
-
-class CheckpointCorrupt(CheckpointError):
-    """A checkpoint file whose header or checksum does not match its contents."""
-
-
-def _chunks(data):
-    return list(data) if isinstance(data, (list, tuple)) else [data]
-
-
-def file_header(chunks, parent=0):
-    """The header of a file whose payload is ``chunks`` (byte strings, concatenated):
-    version 1 for a base (``parent`` 0), version 2 naming the parent otherwise."""
-    length = sum(len(c) for c in chunks)
-    if not parent:
-        crc = 0
-        for c in chunks:
-            crc = zlib.crc32(c, crc)
-        return _HEADER.pack(MAGIC, FILE_VERSION, length, crc)
-    p = _PARENT.pack(parent)
-    crc = zlib.crc32(p)
-    for c in chunks:
-        crc = zlib.crc32(c, crc)
-    return _HEADER.pack(MAGIC, CHAIN_VERSION, length, crc) + p
-
-
-def _stream_payload(f, chunks, parent=0):
-    """Write the file of an iterator of chunks to ``f``: a placeholder header, the
-    chunks (length and CRC computed on the way), then the real header over the
-    placeholder. Returns the payload's length."""
-    p = _PARENT.pack(parent) if parent else b""
-    start = f.tell()
-    f.write(bytes(_HEADER.size + len(p)))
-    length, crc = 0, zlib.crc32(p) if p else 0
-    for c in chunks:
-        f.write(c)
-        length += len(c)
-        crc = zlib.crc32(c, crc)
-    end = f.tell()
-    f.seek(start)
-    f.write(_HEADER.pack(MAGIC, CHAIN_VERSION if parent else FILE_VERSION, length, crc) + p)
-    f.seek(end)
-    return length
-
-
-def encode_file(data, parent=0):
-    """``data`` (bytes, or a list of byte chunks) with the integrity header in front;
-    ``parent``: the checkpoint a delta applies to (0: a base)."""
-    chunks = _chunks(data)
-    return b"".join([file_header(chunks, parent), *chunks])
-
-
-def _parse_header(head, path):
-    """``(version, length, crc, parent, header size)`` of a file starting with ``head``."""
-    if len(head) < HEADER_SIZE:
-        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: {len(head)} bytes, shorter than "
-                                f"its {HEADER_SIZE}-byte header")
-    magic, version, length, crc = _HEADER.unpack_from(head)
-    if magic != MAGIC:
-        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: it does not start with {MAGIC!r}")
-    if version == FILE_VERSION:
-        return version, length, crc, 0, HEADER_SIZE
-    if version != CHAIN_VERSION:
-        raise CheckpointCorrupt(f"checkpoint file {path}: format version {version} is not supported "
-                                f"(this Bittern reads versions {FILE_VERSION}..{CHAIN_VERSION})")
-    if len(head) < HEADER2_SIZE:
-        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: {len(head)} bytes, shorter than "
-                                f"its {HEADER2_SIZE}-byte header")
-    (parent,) = _PARENT.unpack_from(head, HEADER_SIZE)
-    return version, length, crc, parent, HEADER2_SIZE
-
-
-def unpack_file(blob, path="<bytes>"):
-    """``(parent, payload)`` of a checkpoint file, after checking its header (parent 0:
-    a base); raises :class:`CheckpointCorrupt` naming ``path``."""
-    version, length, crc, parent, size = _parse_header(blob, path)
-    payload = memoryview(blob)[size:]
-    _verify(blob[HEADER_SIZE:size], payload, length, crc, path)
-    return parent, bytes(payload)
-
-
-def _verify(parent_bytes, payload, length, crc, path):
-    if len(payload) != length:
-        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: the header says {length} bytes of "
-                                f"state, the file holds {len(payload)}")
-    got = zlib.crc32(payload, zlib.crc32(parent_bytes) if parent_bytes else 0)
-    if got != crc:
-        raise CheckpointCorrupt(f"checkpoint file {path} is corrupt: CRC-32 mismatch "
-                                f"(header {crc:#010x}, contents {got:#010x})")
-
-
-def decode_file(blob, path="<bytes>"):
-    """The payload of a checkpoint file, after checking its header; raises
-    :class:`CheckpointCorrupt` naming ``path``. (A delta's payload is a delta: see
-    :meth:`CheckpointStore.load` for the full state.)"""
-    return unpack_file(blob, path)[1]
-
-
-def read_file(path):
-    """``(parent, payload)`` of the checkpoint file at ``path``, verified. The header and
-    the payload are read separately, so the payload is never copied (a copy of a large
-    state would hold the GIL; reads and the CRC of a large buffer release it). Unbuffered:
-    a buffered reader joins what it buffered with the rest, a copy of the whole file."""
-    with open(path, "rb", buffering=0) as f:
-        head = f.read(HEADER_SIZE)
-        if len(head) == HEADER_SIZE and head[4] == CHAIN_VERSION:
-            head += f.read(_PARENT.size)
-        version, length, crc, parent, size = _parse_header(head, path)
-        payload = f.read()
-    _verify(head[HEADER_SIZE:size], payload, length, crc, path)
-    return parent, payload
-
-
-def read_parent(path):
-    """The parent checkpoint id in the header of the file at ``path`` (0: a base),
-    reading only the header."""
-    with open(path, "rb") as f:
-        head = f.read(HEADER2_SIZE)
-    return _parse_header(head, path)[3]
-
-
-def fsync_dir(path):
-    """fsync a directory (its entries: a rename or a new file in it made durable)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _makedirs_durable(path):
-    """``os.makedirs`` that also fsyncs the parent of every directory it creates,
-    so the new directory entries survive a crash with the file written inside."""
-    path = os.path.abspath(path)
-    missing = []
-    p = path
-    while not os.path.isdir(p):
-        missing.append(p)
-        parent = os.path.dirname(p)
-        if parent == p:
-            break
-        p = parent
-    for d in reversed(missing):
-        try:
-            os.mkdir(d)
-        except FileExistsError:
-            continue
-        fsync_dir(os.path.dirname(d))
 
 
 def _check_id(checkpoint_id):
@@ -331,13 +168,7 @@ class CheckpointStore:
         fd, tmp = tempfile.mkstemp(dir=d, prefix=f".tmp-task-{_check_task(task)}-")
         try:
             with os.fdopen(fd, "wb") as f:
-                if hasattr(data, "__next__"):
-                    _stream_payload(f, data, parent)
-                else:
-                    chunks = _chunks(data)
-                    f.write(file_header(chunks, parent))
-                    for c in chunks:  # (large writes release the GIL; no joined copy)
-                        f.write(c)
+                write_payload(f, data, parent)
                 f.flush()
                 os.fsync(f.fileno())
         except BaseException:
@@ -564,87 +395,6 @@ class CheckpointStore:
         """Remove every checkpoint of the topology (files and metadata): for ``kill``."""
         self.sm.delete(self.meta)
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-# -- store probes (cluster mode) -----------------------------------------------------------
-
-PROBE_DIR = "_probe"  # under <root>/<topology>/: not a checkpoint id, so prune never looks there
-
-
-def probe_path(root, topology, who):
-    """Where probe ``who`` (``nimbus``, ``c<container>``) of ``topology`` lives."""
-    return os.path.join(os.path.abspath(root), topology, PROBE_DIR, who)
-
-
-def write_probe(root, topology, who, by=""):
-    """Write probe ``who`` holding a fresh nonce (and ``by``, who wrote it), the way a
-    state file is written: temp file, fsync, rename, fsync of the directory. Returns
-    ``{"path", "nonce"}``, or ``{"path", "error"}`` (one line) when it cannot."""
-    path = probe_path(root, topology, who)
-    d = os.path.dirname(path)
-    nonce = secrets.token_hex(8)
-    tmp = None
-    try:
-        _makedirs_durable(d)
-        fd, tmp = tempfile.mkstemp(dir=d, prefix=f".tmp-{who}-")
-        with os.fdopen(fd, "w") as f:
-            json.dump({"nonce": nonce, "by": by}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
-        fsync_dir(d)
-    except OSError as e:
-        return {"path": path, "error": _os_error(e, d)}
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-    return {"path": path, "nonce": nonce}
-
-
-def check_probe(path, nonce):
-    """None when the probe file at ``path`` holds ``nonce``; else why not, in a few words."""
-    try:
-        with open(path, "rb") as f:
-            doc = json.loads(f.read(4096))
-    except FileNotFoundError:
-        return "no such file"
-    except OSError as e:
-        return _os_error(e, os.path.dirname(path))
-    except ValueError:
-        return "it is not a probe file"
-    if not isinstance(doc, dict) or not nonce or doc.get("nonce") != nonce:
-        by = doc.get("by") if isinstance(doc, dict) else None
-        return f"it holds another probe ({by or 'writer unknown'}), not the one just written"
-    return None
-
-
-def probe_problem(root, topology, who, probe, writer, reader):
-    """Why ``probe`` (what ``writer``, e.g. "container 1 (on h2)", reported of its
-    :func:`write_probe` of probe ``who``) shows that it cannot write the store at ``root``, or
-    that ``reader`` cannot read what it wrote: one line naming the writer and the path; None
-    when the probe is fine."""
-    if not isinstance(probe, dict):
-        return f"{writer} sent no probe of the checkpoint store {root}"
-    if probe.get("error"):
-        return (f"{writer} cannot write the checkpoint store: {probe.get('path') or root}: {probe['error']} "
-                f"(bittern.checkpoint.dir must be writable on every host)")
-    path = probe_path(root, topology, who)
-    why = check_probe(path, probe.get("nonce"))
-    if why:
-        return (f"{reader} cannot read {path}, which {writer} wrote: {why} (bittern.checkpoint.dir must be "
-                f"one directory every host and nimbus share)")
-    return None
-
-
-def _os_error(e, d):
-    """An OSError in a few words; its file named unless it is in directory ``d``."""
-    name = e.filename if isinstance(e.filename, str) else None
-    where = f" ({name})" if name and os.path.dirname(os.path.abspath(name)) != os.path.abspath(d) else ""
-    return f"{e.strerror or type(e).__name__}{where}"
 
 
 # -- task layouts --------------------------------------------------------------------------

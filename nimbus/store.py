@@ -31,7 +31,7 @@ import os
 import time
 import tomllib
 
-from bittern.checkpoint import check_probe, write_probe
+from bittern.ckptprobe import check_probe, write_probe
 from bittern.config import EFFECTIVELY_ONCE, parse_overrides
 from bittern.errors import ConfigError
 

@@ -46,7 +46,8 @@ import time
 import zmq
 
 from bittern import curve, wire
-from bittern.checkpoint import checkpoint_settings, write_probe
+from bittern.checkpoint import checkpoint_settings
+from bittern.ckptprobe import write_probe
 from bittern.config import EFFECTIVELY_ONCE
 from bittern.proc import ParentWatch, SignalWaker
 from bittern.procstats import ProcStats

@@ -15,7 +15,8 @@ from collections import deque
 import zmq
 
 from bittern import topostatus, wire
-from bittern.checkpoint import CheckpointStore, checkpoint_settings, probe_problem, task_layout
+from bittern.checkpoint import CheckpointStore, checkpoint_settings, task_layout
+from bittern.ckptprobe import probe_problem
 from bittern.config import EFFECTIVELY_ONCE
 from bittern.errors import ConfigError
 from bittern.proc import ParentWatch, SignalWaker

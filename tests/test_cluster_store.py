@@ -26,7 +26,7 @@ import time
 
 import pytest
 
-from bittern.checkpoint import check_probe, probe_path, probe_problem, write_probe
+from bittern.ckptprobe import check_probe, probe_path, probe_problem, write_probe
 from bittern.errors import ConfigError
 from clusterkit import all_pids, zk_view
 from conftest import TOPOLOGIES, wait_for
