@@ -84,7 +84,11 @@ def test_bad_savepoints_are_refused_in_one_line_and_nothing_starts(bittern, tmp_
     assert "task-2.bin is corrupt" in refused(bittern, V2, bad)
     bad = copy("truncated")
     path = os.path.join(bad, "task-1.bin")
-    open(path, "wb").write(open(path, "rb").read()[:10])
+    with open(path, "rb") as f:
+        head = f.read(10)  # (read before the file is opened for writing, which empties it)
+    with open(path, "wb") as f:
+        f.write(head)
+    assert os.path.getsize(path) == 10
     assert "task-1.bin is corrupt or truncated" in refused(bittern, V2, bad)
     # a format version this Bittern does not read
     bad = copy("version")
