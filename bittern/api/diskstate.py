@@ -181,14 +181,7 @@ class DiskKeyedState(KeyedState):
             self._evict()
         cache[key] = value
         self._dirty[key] = g
-        log_ = self._log
-        if log_ is not None:
-            lg = log_.get(g)
-            if lg is None:
-                lg = log_[g] = {}
-            lg[key] = value
-            if value is DELETED:
-                self._log_dels.add(g)
+        self._record(g, key, value)
         if len(self._dirty) >= self.write_buffer:
             self.flush()
 

@@ -321,15 +321,21 @@ class KeyedState:
             del d[key]
             if not d:
                 del self._groups[g]
-            log = self._log
-            if log is not None:
-                lg = log.get(g)
-                if lg is None:
-                    lg = log[g] = {}
-                lg[key] = DELETED
-                self._log_dels.add(g)
+            self._record(g, key, DELETED)
 
     # -- the change log (incremental checkpoints)
+    def _record(self, g, key, value):
+        """Note in the change log that ``key`` (group ``g``) is now ``value`` or DELETED.
+        (``put`` does the same inline: it runs per tuple.)"""
+        log = self._log
+        if log is not None:
+            lg = log.get(g)
+            if lg is None:
+                lg = log[g] = {}
+            lg[key] = value
+            if value is DELETED:
+                self._log_dels.add(g)
+
     def detach_log(self):
         """The :class:`ChangeLog` since the last detach, replaced by an empty one: O(1),
         what a checkpoint does on the instance's loop."""
