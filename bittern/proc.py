@@ -16,6 +16,11 @@ import time
 
 _PR_SET_PDEATHSIG = 1
 
+# A container process (stream manager, topology master) exits with this when it learns
+# that a newer copy of its container runs elsewhere (fencing by assignment version,
+# docs/CLUSTER.md): its supervisor must not restart it, only re-read the assignment.
+EXIT_FENCED = 86
+
 
 def _set_pdeathsig():
     try:

@@ -27,6 +27,11 @@ class RunPlan:
     state_url: str | None = None  # where the state manager is; None: LocalStateManager(home)
     keys: dict | None = None  # container -> {"public": z85, "secret": z85 or None} (CURVE)
     hosts: dict | None = None  # container -> host (cluster mode)
+    placed: dict | None = None  # container -> the assignment version it was placed at (cluster mode)
+
+    def placed_at(self, container):
+        """The assignment version ``container`` was placed at (0: not versioned, local mode)."""
+        return int((self.placed or {}).get(container, 0))
 
     def component_config(self, component):
         """Topology config overlaid with the component's own config."""
@@ -44,17 +49,20 @@ class RunPlan:
             d["keys"] = {str(c): k for c, k in self.keys.items()}
         if self.hosts is not None:
             d["hosts"] = {str(c): h for c, h in self.hosts.items()}
+        if self.placed is not None:
+            d["placed"] = {str(c): v for c, v in self.placed.items()}
         return d
 
     @staticmethod
     def from_dict(d):
-        keys, hosts = d.get("keys"), d.get("hosts")
+        keys, hosts, placed = d.get("keys"), d.get("hosts"), d.get("placed")
         return RunPlan(d["name"], d["home"], TopologyDef.from_dict(d["topology"]),
                        PackingPlan.from_dict(d["packing"]), d["tmaster"],
                        {int(c): e for c, e in d["stmgrs"].items()}, d["config"],
                        state_url=d.get("state_url"),
                        keys=None if keys is None else {int(c): k for c, k in keys.items()},
-                       hosts=None if hosts is None else {int(c): h for c, h in hosts.items()})
+                       hosts=None if hosts is None else {int(c): h for c, h in hosts.items()},
+                       placed=None if placed is None else {int(c): int(v) for c, v in placed.items()})
 
     def save(self, path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -67,3 +75,10 @@ class RunPlan:
     def load(path):
         with open(path) as f:
             return RunPlan.from_dict(json.load(f))
+
+
+def placed_versions(asg):
+    """``{container: the assignment version it was placed at}`` of an assignment document
+    (docs/CLUSTER.md: each container's ``since``; a document without it: its version)."""
+    version = int((asg or {}).get("version") or 0)
+    return {int(c): int(w.get("since") or version) for c, w in ((asg or {}).get("containers") or {}).items()}

@@ -45,13 +45,28 @@ def instance_identity(task):
     return b"t%d" % task
 
 
-def stmgr_identity(container):
-    return b"s%d" % container
+def stmgr_identity(container, placed=0):
+    """A stream manager's identity toward peers and the topology master. In cluster mode
+    it carries ``placed``, the assignment version its container was placed at
+    (``s<C>@<V>``): a newer copy of a moved container never shares an identity with the
+    older one, and receivers tell them apart (streammgr/fencing.py)."""
+    return b"s%d@%d" % (container, placed) if placed else b"s%d" % container
 
 
-def stmgr_ctrl_identity(container):
+def stmgr_ctrl_identity(container, placed=0):
     """Peer control (backpressure) has its own connection, so it never waits behind data."""
-    return b"c%d" % container
+    return b"c%d@%d" % (container, placed) if placed else b"c%d" % container
+
+
+def parse_stmgr_identity(identity):
+    """``(kind, container, placed)`` of a stream manager identity (kind ``b"s"`` data or
+    ``b"c"`` peer control; placed 0 without a version), or None if it is not one."""
+    if len(identity) < 2 or identity[:1] not in (b"s", b"c"):
+        return None
+    body, _, ver = identity[1:].partition(b"@")
+    if not body.isdigit() or len(body) > 9 or (_ and (not ver.isdigit() or len(ver) > 15 or ver[:1] == b"0")):
+        return None
+    return identity[:1], int(body), int(ver) if _ else 0
 
 
 class Op:
@@ -74,6 +89,10 @@ class Op:
     BACKPRESSURE = "backpressure"  # {on}: stream manager -> its spouts, and -> peer stream managers
     # topology master -> the stream manager of the task's container (health manager)
     RESTART_TASK = "restart_task"  # {task, pid, reason}: it SIGTERMs the instance; its supervisor restarts it
+    # fencing (streammgr/fencing.py): topology master -> stream manager -> instances, and
+    # stream manager -> an instance of an older placement: a newer copy of this container
+    # runs elsewhere, so stop (exit bittern.proc.EXIT_FENCED) and emit nothing more
+    FENCED = "fenced"  # {container, placed, newer}
     # CLI -> topology master (request/reply)
     STATUS = "status"
     GET_METRICS = "get_metrics"  # {window}: the metrics document

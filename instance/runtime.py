@@ -26,7 +26,7 @@ from bittern.api.tuple import register_schema
 from bittern.checkpoint import CheckpointStore, checkpoint_settings, task_layout
 from bittern.config import ATLEAST_ONCE, EFFECTIVELY_ONCE
 from bittern.loader import load_class
-from bittern.proc import ParentWatch, SignalWaker
+from bittern.proc import EXIT_FENCED, ParentWatch, SignalWaker
 from bittern.procstats import ProcStats
 from bittern.wire import ACK, CTRL, DATA, Op
 
@@ -118,6 +118,7 @@ class Instance:
         self.sink = None
         self.task_component = dict(plan.packing.task_component)
         self.stopping = False
+        self.fenced = False  # told a newer copy of this container runs elsewhere (exit EXIT_FENCED)
         self.started = False
         self.active = False
         self.initialized = False
@@ -254,6 +255,10 @@ class Instance:
             self.send_metrics(msg.get("seq", 0))
         elif op == Op.REREGISTER:
             self.register()
+        elif op == Op.FENCED:  # a newer copy of this container runs elsewhere: emit nothing more
+            log.error("%s[task %d]: fenced (container %s placed at version %s, a newer copy at %s); "
+                      "stopping", self.component, self.task, self.container, msg.get("placed"), msg.get("newer"))
+            self.fenced = self.stopping = True
         elif op in (Op.RESTORE, Op.RESUME, Op.CKPT_START, Op.CKPT_COMMIT):
             if self.eo:
                 self.on_checkpoint_ctrl(op, msg)
@@ -408,7 +413,8 @@ class Instance:
         """Registration travels on the *data* connection: when the stream manager reads
         it, that connection is up, so batches sent to this task from then on arrive."""
         self.send(wire.ctrl(Op.REGISTER, task=self.task, component=self.component, pid=os.getpid(),
-                            ok=True, container=self.container, sink=self.sink is not None))
+                            ok=True, container=self.container, sink=self.sink is not None,
+                            placed=self.plan.placed_at(self.container)))
 
     def metrics(self):
         em = self.emitter
@@ -560,6 +566,7 @@ class Instance:
             log.error("%s[task %d] exits on purpose: %s", self.component, self.task, e)
             code = 1
         finally:
+            code = EXIT_FENCED if self.fenced else code
             self.shutdown(clean=code == 0)
         return code
 
@@ -607,7 +614,7 @@ class Instance:
         self.stopping = False
         self._final_deadline = time.monotonic() + FINAL_SEND_SECS
         try:
-            if self.emitter:
+            if self.emitter and not self.fenced:
                 self.flush()
             self.send_metrics(-1)
         finally:

@@ -24,6 +24,7 @@ from bittern.errors import BitternError
 from bittern.packing import PackingPlan, pack
 from bittern.rebalance import MARKER as REBALANCE_MARKER, RebalanceError, plan_started, rebalance
 from bittern.wire import Op
+from bittern.runplan import placed_versions
 
 from .scheduler import NoSlots, assignment, kept_placement, place, stranded, used_slots
 from .source import ClusterSource
@@ -218,7 +219,8 @@ class Nimbus:
             packing = PackingPlan.from_dict(asg["packing"])
             placement = place(packing.containers, sups, used_slots(asgs, skip=name), keep)
             keys = {int(c): k for c, k in (asg.get("keys") or {}).items()} or None
-            doc = assignment(packing, placement, sups, asg.get("version", 0) + 1, keys)
+            since = {c: v for c, v in placed_versions(asg).items() if c in keep}  # moved ones: the new version
+            doc = assignment(packing, placement, sups, asg.get("version", 0) + 1, keys, since=since)
             log.warning("topology %s: containers %s lost their supervisor; moved to %s (version %d)",
                         name, dead, {c: placement[c]["supervisor"] for c in dead}, doc["version"])
         else:

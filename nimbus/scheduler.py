@@ -80,11 +80,17 @@ def endpoints(placement, supervisors):
     return tmaster, stmgrs
 
 
-def assignment(packing, placement, supervisors, version, keys=None):
-    """The ``assignments/NAME`` document (docs/CLUSTER.md)."""
+def assignment(packing, placement, supervisors, version, keys=None, since=None):
+    """The ``assignments/NAME`` document (docs/CLUSTER.md). Each container records
+    ``since``, the version it was placed where it is (``since``: ``{container: version}``
+    of the containers that stay; the others are placed at ``version``): the fencing token
+    its processes carry (streammgr/fencing.py), so an older copy of a moved container is
+    told apart from the newer one."""
     tmaster, stmgrs = endpoints(placement, supervisors)
+    since = since or {}
     doc = {"version": version, "packing": packing.to_dict(),
-           "containers": {str(c): dict(w, base_port=int(supervisors[w["supervisor"]]["base_port"]))
+           "containers": {str(c): dict(w, base_port=int(supervisors[w["supervisor"]]["base_port"]),
+                                       since=int(since.get(c, version)))
                           for c, w in sorted(placement.items())},
            "tmaster": tmaster, "stmgrs": {str(c): e for c, e in stmgrs.items()}}
     if keys is not None:

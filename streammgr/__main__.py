@@ -7,6 +7,7 @@ import argparse
 import sys
 
 from bittern import logs
+from bittern.proc import EXIT_FENCED
 
 from .planfile import HANGUP, load_plan
 from .stmgr import StreamManager
@@ -24,8 +25,9 @@ def main(argv=None):
     a = ap.parse_args(argv)
     plan = load_plan(a.plan)
     logs.setup(f"{plan.name} stmgr-{a.container}")
-    StreamManager(plan, a.container, plan_path=a.plan).run()
-    return 0
+    sm = StreamManager(plan, a.container, plan_path=a.plan)
+    sm.run()
+    return EXIT_FENCED if sm.fenced_by is not None else 0
 
 
 if __name__ == "__main__":

@@ -40,7 +40,6 @@ import sys
 import threading
 import time
 
-from bittern import wire
 from bittern.wire import Op
 
 from .health import HealthManager, measure
@@ -357,7 +356,7 @@ def attach(tm):
         c = tm.plan.packing.task_container[task]
         if c not in tm.stmgrs:
             raise RuntimeError(f"the stream manager of container {c} is not connected")
-        tm._send(wire.stmgr_identity(c), Op.RESTART_TASK, task=task, pid=reg.get("pid"), reason=reason)
+        tm._send(tm.stmgr_ident(c), Op.RESTART_TASK, task=task, pid=reg.get("pid"), reason=reason)
 
     if tm.plan.state_url:
         scale = cluster_scaler(tm.state, tm.name)

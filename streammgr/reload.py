@@ -50,7 +50,7 @@ class PlanReload:
         if new.topology.to_dict() != self.plan.topology.to_dict() or new.config != self.plan.config:
             log.warning("SIGHUP: the plan's topology definition or config changed; that takes a "
                         "restart, only endpoints and keys are applied now")
-        if not moved and not tm_moved and allowed is None:
+        if not moved and not tm_moved and allowed is None and not self.fence.superseded(new.placed):
             log.info("SIGHUP: plan %s reloaded, nothing to change", self.plan_path)
             return False
         if allowed is not None:
@@ -72,6 +72,9 @@ class PlanReload:
         if hasattr(new, "hosts"):
             plan.hosts = new.hosts
         self.plan, self.keys = plan, new_keys
+        for c in self.fence.update(new.placed):  # fencing: older copies of moved peers are refused now
+            self.peer_ids.forget(c)
+            log.info("SIGHUP: container %d is at assignment version %d now", c, self.fence.version(c))
         for c in moved:
             # Batches still in the old sockets' pipes (up to SNDHWM each) are lost with them;
             # those the stream manager queued itself (self.queues) stay queued under

@@ -55,6 +55,8 @@ from bittern.wire import CTRL, ROUTED, Op
 
 from .backpressure import ANNOUNCE, SPOUTS, Backpressure
 from bittern.lograte import Throttle
+from .fenceio import FencedStop
+from .fencing import OLDER, Fence, PeerIds
 from .planfile import HANGUP, plan_keys
 from .reload import PlanReload
 from .routing import LOCAL, PEER, OutQueues, RoutingTable
@@ -74,7 +76,7 @@ _PROTOCOL_ERRORS = {getattr(zmq, n): n[len("PROTOCOL_ERROR_"):].lower()
                     for n in dir(zmq) if n.startswith("PROTOCOL_ERROR_")}
 
 
-class StreamManager(PlanReload):
+class StreamManager(PlanReload, FencedStop):
     def __init__(self, plan, container, plan_path=None):
         self.plan = plan
         self.container = container
@@ -91,8 +93,10 @@ class StreamManager(PlanReload):
         self.inflight = {}  # local task -> batches sent and not yet credited back
         self.procstats = ProcStats()
         # malformed: messages dropped at the tcp port; denied: handshakes it refused
-        self.counters = {"local": 0, "peer": 0, "dropped": 0, "from_peers": 0, "malformed": 0, "denied": 0}
-        self._malformed_log, self._denied_log = Throttle(), Throttle()
+        # fenced: messages of an older copy of a moved peer container (streammgr/fencing.py)
+        self.counters = {"local": 0, "peer": 0, "dropped": 0, "from_peers": 0, "malformed": 0, "denied": 0,
+                         "fenced": 0}
+        self._malformed_log, self._denied_log, self._fenced_log = Throttle(), Throttle(), Throttle()
         conf = plan.config
         self.bp = Backpressure(conf["topology.backpressure.high.watermark.bytes"],
                                conf["topology.backpressure.low.watermark.bytes"],
@@ -100,12 +104,11 @@ class StreamManager(PlanReload):
         self._announced_off = 3
         self.spout_tasks = {t for t in self.table.local_tasks
                             if plan.topology.components[plan.packing.task_component[t]].kind == "spout"}
-        # Who may talk on the tcp port: identity -> (container, is it the control connection).
-        self._peer_ids = {}
-        for c in plan.stmgrs:
-            if c != container:
-                self._peer_ids[wire.stmgr_identity(c)] = (c, False)
-                self._peer_ids[wire.stmgr_ctrl_identity(c)] = (c, True)
+        # Who may talk on the tcp port: the plan's other containers, each at the assignment
+        # version known for it (fencing: an older copy of a moved container is refused).
+        self.placed = plan.placed_at(container)
+        self.fence = Fence(plan.placed, plan.packing.containers)
+        self.peer_ids = PeerIds(self.fence, container)
         # What a peer may send data to: dest frame -> (local task, its identity); a lookup
         # of the 4-byte frame, nothing decoded.
         self._peer_dest = {wire.task_bytes(t): (t, wire.instance_identity(t)) for t in self.table.local_tasks}
@@ -149,6 +152,9 @@ class StreamManager(PlanReload):
         self.ctl.bind(me["ctl"])
         self.inbound = ctx.socket(zmq.ROUTER)
         self.inbound.setsockopt(zmq.LINGER, 0)
+        # identities carry the copy's version (s<C>@<V>): a handover only ever passes one
+        # from a dead connection of a copy to a new connection of the same copy
+        self.inbound.setsockopt(zmq.ROUTER_HANDOVER, 1)
         if mine is not None:
             # the ZAP handler must be up before the bind, or the first handshakes go unchecked
             self.auth = curve.KeyAuthenticator(ctx, [k["public"] for c, k in self.keys.items()
@@ -168,8 +174,8 @@ class StreamManager(PlanReload):
         """The data and control DEALERs toward peer ``c``, at the plan's endpoint (and,
         with CURVE, knowing its public key)."""
         mine = None if self.keys is None else self.keys[self.container]
-        for d, ident in ((self.peers, wire.stmgr_identity(self.container)),
-                         (self.peer_ctrl, wire.stmgr_ctrl_identity(self.container))):
+        for d, ident in ((self.peers, wire.stmgr_identity(self.container, self.placed)),
+                         (self.peer_ctrl, wire.stmgr_ctrl_identity(self.container, self.placed))):
             s = self._zctx.socket(zmq.DEALER)
             d[c] = s
             s.setsockopt(zmq.IDENTITY, ident)
@@ -181,7 +187,7 @@ class StreamManager(PlanReload):
 
     def _connect_tm(self):
         self.tm = self._zctx.socket(zmq.DEALER)
-        self.tm.setsockopt(zmq.IDENTITY, wire.stmgr_identity(self.container))
+        self.tm.setsockopt(zmq.IDENTITY, wire.stmgr_identity(self.container, self.placed))
         self.tm.setsockopt(zmq.LINGER, 0)
         self.tm.connect(self.plan.tmaster)
 
@@ -338,6 +344,8 @@ class StreamManager(PlanReload):
             return
         if op == Op.REGISTER:
             msg["container"] = self.container
+            if self.instance_fenced(task, msg):
+                return
             if msg.get("ok"):
                 self.registered[task] = msg
                 self.inflight[task] = 0  # a new incarnation: nothing of ours is in its pipe
@@ -381,6 +389,8 @@ class StreamManager(PlanReload):
                 self.to_instance(task, Op.REPORT, seq=msg.get("seq", 0))
         elif op == Op.REREGISTER:
             self.register_with_tm()
+        elif op == Op.FENCED:
+            self.on_fenced(msg)
         elif op == Op.RESTART_TASK:
             self.restart_task(msg.get("task"), msg.get("pid"), msg.get("reason"))
         elif op in wire.CKPT_TO_INSTANCES:  # exactly once: relayed, not interpreted
@@ -522,8 +532,10 @@ class StreamManager(PlanReload):
     def _on_inbound(self, frames):
         """A message from the tcp port: forwarded only if it is well-formed and comes
         from a peer stream manager of this plan; anything else is dropped and counted."""
-        peer = self._peer_ids.get(frames[0].bytes)
-        if peer is None:
+        peer = self.peer_ids.get(frames[0].bytes)
+        if peer.__class__ is str:  # a verdict, not (container, is control)
+            if peer == OLDER:
+                return self._fenced_peer(frames[0].bytes)
             return self._malformed("from an unknown peer identity %r", frames[0].bytes[:24])
         kind = frames[1].bytes if len(frames) > 1 else None
         if kind in ROUTED and not peer[1]:

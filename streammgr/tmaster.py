@@ -19,7 +19,7 @@ from bittern.checkpoint import CheckpointStore, checkpoint_settings, task_layout
 from bittern.ckptprobe import probe_problem
 from bittern.config import EFFECTIVELY_ONCE
 from bittern.errors import ConfigError
-from bittern.proc import ParentWatch, SignalWaker
+from bittern.proc import EXIT_FENCED, ParentWatch, SignalWaker
 from bittern.procstats import ProcStats
 from bittern.state import LocalStateManager, open_state
 from bittern.wire import CTRL, Op
@@ -27,6 +27,7 @@ from bittern.wire import CTRL, Op
 from . import checkpoints as ck
 from . import healthrunner
 from .metrics import WINDOWS, MetricsStore
+from .tmfence import TmFencing
 
 log = logging.getLogger("bittern.tmaster")
 
@@ -45,7 +46,7 @@ def open_plan_state(plan):
     return LocalStateManager(plan.home)
 
 
-class TopologyMaster:
+class TopologyMaster(TmFencing):
     def __init__(self, plan, state=None):
         self.plan = plan
         self.name = plan.name
@@ -77,9 +78,13 @@ class TopologyMaster:
         self.sink_commits = {}  # sink task -> the newest checkpoint it committed
         if plan.config["topology.reliability.mode"] == EFFECTIVELY_ONCE:
             self._init_checkpoints()
+        self._init_fencing()
         self.sock = self._zctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         self.sock.setsockopt(zmq.LINGER, 0)
+        # stream manager identities carry their copy's version (streammgr/fencing.py): a
+        # handover only passes one to a later connection of the same copy
+        self.sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
         self.sock.bind(plan.tmaster)
         self.health = healthrunner.attach(self)  # None unless topology.healthmgr.enabled
         self._init_status_rule()
@@ -141,6 +146,9 @@ class TopologyMaster:
                 self.broadcast(Op.CKPT_START, id=a.checkpoint_id, epoch=a.epoch)
             elif isinstance(a, ck.Complete):
                 try:
+                    if not self.fence_ok(time.monotonic(), force=True):
+                        raise RuntimeError("this copy of the topology master cannot confirm it is current "
+                                           "(the assignment is unreadable, or it was fenced)")
                     self.ckpt_store.mark_complete(a.checkpoint_id, a.tasks, layout=self._layout)
                 except Exception as e:  # noqa: BLE001 - the disk or the state manager
                     self.ckpt.complete_failed(a.checkpoint_id)
@@ -242,6 +250,12 @@ class TopologyMaster:
 
     # -- status -------------------------------------------------------------------------
     def write_status(self):
+        """Write the status document now, or as soon as this copy is known current
+        (streammgr/tmfence.py)."""
+        self._status_dirty = True
+        self.flush_status(time.monotonic())
+
+    def _put_status(self):
         self.state.put(f"status/{self.name}", {
             "phase": self.phase, "error": self.error, "active": self.active,
             "health": getattr(self, "health_doc", None),
@@ -267,16 +281,18 @@ class TopologyMaster:
 
     def broadcast(self, op, **fields):
         for c in self.stmgrs:
-            self._send(wire.stmgr_identity(c), op, **fields)
+            self._send(self.stmgr_ident(c), op, **fields)
 
     # -- stream managers ----------------------------------------------------------------
     def on_stmgr(self, identity, msg):
         op = msg.get("op")
         c = msg.get("container")
+        if not self.admit(identity, msg):
+            return
         if op == Op.STMGR_REGISTER:
             if self.ckpt is not None and self.plan.hosts is not None:
                 self._store_probe(f"c{c}", f"container {c} (on {self.plan.hosts.get(c)})", msg.get("probe"))
-            self.stmgrs[c] = {"pid": msg.get("pid"), "last": time.monotonic()}
+            self.stmgrs[c] = {"pid": msg.get("pid"), "last": time.monotonic(), "identity": identity}
             old_pid, self.stmgr_pids[c] = self.stmgr_pids.get(c), msg.get("pid")
             if self.ckpt is not None and old_pid is not None and old_pid != msg.get("pid"):
                 # a new stream manager: what its predecessor held is lost, so is exactly once
@@ -519,7 +535,11 @@ class TopologyMaster:
         log.info("topology master of %s up at %s (pid %d)", self.name, self.plan.tmaster, os.getpid())
         try:
             while not self.stopping:
-                if self.sock in dict(poller.poll(200)):
+                events = dict(poller.poll(200))
+                self.flush_status(time.monotonic())  # (first: a copy that was frozen checks it is current)
+                if self.fenced_by is not None:
+                    break
+                if self.sock in events:
                     for _ in range(256):
                         try:
                             frames = self.sock.recv_multipart(zmq.NOBLOCK)
@@ -583,7 +603,7 @@ def main(argv=None):
         tm.run()
     finally:
         tm.state.close()
-    sys.exit(0)
+    sys.exit(EXIT_FENCED if tm.fenced_by is not None else 0)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ version from those two documents:
   ``state_url`` the ZooKeeper the supervisor uses (the topology master writes
   ``status/NAME`` there);
 * ``keys`` keeps every public key and only the secrets of its own containers;
+* ``placed`` is each container's fencing token: the assignment version it was placed
+  at (``since``; streammgr/fencing.py);
 * the definition's ``source`` is pointed at the extracted code archive, so
   instances import the component classes from this host's copy.
 """
@@ -31,7 +33,7 @@ import os
 from bittern.api.topology import TopologyDef
 from bittern.loader import code_paths
 from bittern.packing import PackingPlan
-from bittern.runplan import RunPlan
+from bittern.runplan import RunPlan, placed_versions
 
 
 class AssignmentError(ValueError):
@@ -116,5 +118,5 @@ def build_plan(name, rec, asg, sup_id, home, topology_file, ipc, state_url):
                 for c, k in asg["keys"].items()}
     hosts = {int(c): w.get("host") for c, w in asg["containers"].items()}
     plan = RunPlan(name, home, tdef, packing, tmaster, stmgrs, config,
-                   state_url=state_url, keys=keys, hosts=hosts)
+                   state_url=state_url, keys=keys, hosts=hosts, placed=placed_versions(asg))
     return plan, own

@@ -61,7 +61,8 @@ def test_assignment_endpoints_follow_from_host_and_slot():
     assert st == {0: {"tcp": "tcp://10.0.0.2:7704"}, 1: {"tcp": "tcp://10.0.0.1:6700"}}
     asg = assignment(packing, pl, SUPS, 3, keys={0: {"public": "p0"}, 1: {"public": "p1"}})
     assert asg["version"] == 3 and asg["tmaster"] == tm
-    assert asg["containers"]["1"] == {"supervisor": "a", "host": "10.0.0.1", "slot": 0, "base_port": 6700}
+    assert asg["containers"]["1"] == {"supervisor": "a", "host": "10.0.0.1", "slot": 0, "base_port": 6700,
+                                       "since": 3}
     assert asg["keys"]["0"] == {"public": "p0"}
     assert used_slots({"t": asg}) == {("b", 2), ("a", 0)}
     assert free_slots(SUPS, used_slots({"t": asg})) == {"a": [1], "b": [0, 1]}
