@@ -81,7 +81,7 @@ class TmFencing:
             return False
         if not self._fence_zk or (not force and now < self._fence_valid_until):
             return True
-        if not self.state.connected:
+        if not getattr(self.state, "connected", True):
             return False
         try:
             asg = self.state.assignment(self.name)

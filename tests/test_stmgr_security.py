@@ -12,6 +12,11 @@ carry their counters (``malformed``, ``denied``, ``from_peers``, ...).
 * with CURVE keys in the plan, batches flow between the two stream managers; a
   client with an unknown key, without CURVE, or with the wrong server key gets
   nothing through, is counted as ``denied``, and legit traffic keeps flowing;
+* fencing (streammgr/fencing.py): with assignment versions in the plan, batches of an
+  older copy of a container are dropped and counted (``fenced``) once a newer copy
+  spoke; an instance that registers with an older placement is told ``FENCED``; a
+  stream manager the topology master tells ``FENCED`` tells its instances and exits
+  with ``EXIT_FENCED``;
 * without keys (local mode), garbage on the tcp port (random bytes, wrong frame
   counts, unknown kinds, undecodable control, batches for tasks that are not
   there, unknown identities, a flood) is dropped, counted as ``malformed`` exactly,
@@ -26,6 +31,7 @@ import re
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +45,7 @@ from bittern import curve, wire
 from bittern.api.topology import ComponentDef, TopologyDef
 from bittern.config import defaults
 from bittern.packing import round_robin
-from bittern.proc import pid_alive, spawn
+from bittern.proc import EXIT_FENCED, pid_alive, spawn
 from bittern.runplan import RunPlan
 from bittern.wire import ACK, CTRL, DATA, Op
 from conftest import wait_for
@@ -56,7 +62,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def make_plan(home, ipc, with_keys):
+def make_plan(home, ipc, with_keys, placed=None):
     outputs = {"default": {"fields": ["x"], "direct": False}}
     comps = {"b": ComponentDef("b", "bolt", "nowhere:Bolt", 6, outputs)}  # never loaded: no instances
     packing = round_robin({"b": 6}, CONTAINERS)
@@ -66,7 +72,7 @@ def make_plan(home, ipc, with_keys):
     if with_keys:
         keys = {c: dict(zip(("public", "secret"), curve.generate())) for c in range(CONTAINERS)}
     plan = RunPlan("sec", home, TopologyDef("sec", comps, {}), packing, f"tcp://127.0.0.1:{free_port()}",
-                   stmgrs, defaults())
+                   stmgrs, defaults(), placed=placed)
     doc = plan.to_dict()
     if keys is not None:
         doc["keys"] = {str(c): k for c, k in keys.items()}
@@ -102,10 +108,10 @@ StreamManager(plan, c).run()
 class Cluster:
     """Two real stream managers, a fake topology master, fake instances."""
 
-    def __init__(self, home, with_keys):
+    def __init__(self, home, with_keys, placed=None):
         self.home = home
         self.ipc = tempfile.mkdtemp(prefix="bsec-", dir="/tmp")  # ipc paths must stay short
-        self.plan, self.doc, self.keys = make_plan(home, self.ipc, with_keys)
+        self.plan, self.doc, self.keys = make_plan(home, self.ipc, with_keys, placed)
         self.ctx = zmq.Context()
         self.sockets = []
         self.procs = {}
@@ -121,6 +127,8 @@ class Cluster:
         self.started = time.monotonic()
         self.tm = self.socket(zmq.ROUTER)
         self.tm.bind(self.plan.tmaster)
+        # the pid the fake instances register with (a fenced stream manager SIGTERMs its instances)
+        self.dummy = subprocess.Popen(["sleep", "300"])
         for c in RUNNING:
             path = write_plan(home, c, doc, self.keys)
             self.logs[c] = os.path.join(home, f"stmgr-{c}.log")
@@ -138,8 +146,9 @@ class Cluster:
                 data.connect(self.plan.stmgrs[c]["ipc"])
                 self.inst[t] = (data, ctl)
         for t, (data, _) in self.inst.items():
-            data.send_multipart(wire.ctrl(Op.REGISTER, task=t, component="b", pid=os.getpid(), ok=True,
-                                          container=self.plan.packing.task_container[t]))
+            c = self.plan.packing.task_container[t]
+            data.send_multipart(wire.ctrl(Op.REGISTER, task=t, component="b", pid=self.dummy.pid, ok=True,
+                                          container=c, placed=self.plan.placed_at(c)))
         # a stream manager relays a registration once it has read it: from then on,
         # the instance's data connection is known to it
         wait_for(lambda: self.read_tm() or self.registered >= set(self.inst), timeout=20,
@@ -217,6 +226,9 @@ class Cluster:
         for s in self.sockets:
             s.close(linger=0)
         self.ctx.term()
+        if self.dummy.poll() is None:
+            self.dummy.kill()
+        self.dummy.wait(timeout=5)
         shutil.rmtree(self.ipc, ignore_errors=True)
         gone = [pid for pid in pids if pid_alive(pid) or psutil.pid_exists(pid)]
         assert not gone, f"stream managers still running: {gone}"
@@ -227,8 +239,8 @@ class Cluster:
 def cluster_factory(home):
     made = []
 
-    def make(with_keys):
-        cl = Cluster(home, with_keys)
+    def make(with_keys, placed=None):
+        cl = Cluster(home, with_keys, placed)
         made.append(cl)
         cl.start()
         return cl
@@ -380,3 +392,74 @@ def test_garbage_on_the_tcp_port_is_dropped_counted_and_harmless(cluster_factory
     assert len(cl.log_lines(1, "Traceback")) == 0
     codes = cl.close()
     assert codes == {0: 0, 1: 0}, f"the stream managers must stop cleanly on SIGTERM: {codes}"
+
+
+def test_an_older_copy_of_a_container_is_fenced_and_a_fenced_stream_manager_stops(cluster_factory):
+    cl = cluster_factory(with_keys=False, placed={0: 1, 1: 1, 2: 1})
+    sent = legit_round(cl, b"first")
+    tcp1 = cl.plan.stmgrs[1]["tcp"]
+
+    def dealer(identity):
+        s = cl.socket(zmq.DEALER)
+        s.setsockopt(zmq.IDENTITY, identity)
+        s.connect(tcp1)
+        return s
+
+    # container 2 never started here: its copy at version 1 (the plan's) gets through...
+    old = dealer(b"s2@1")
+    old.send_multipart([DATA, wire.task_bytes(2), b"old-before"])
+    cl.wait_received(2, [b"old-before"])
+    # ...until a newer copy (version 3, placed after a move) speaks: from then on the
+    # old copy is fenced, its batches dropped and counted, the new one's delivered
+    new = dealer(b"s2@3")
+    new.send_multipart([DATA, wire.task_bytes(2), b"new-1"])
+    cl.wait_received(2, [b"new-1"])
+    for i in range(5):
+        old.send_multipart([DATA, wire.task_bytes(2), b"old-after-%d" % i])
+    dealer(b"c2@1").send_multipart(wire.ctrl(Op.BACKPRESSURE, container=2, on=True))
+    cl.wait_counter(1, "fenced", lambda n: n >= 6, "the old copy's messages counted as fenced")
+    new.send_multipart([DATA, wire.task_bytes(2), b"new-2"])
+    cl.wait_received(2, [b"new-2"])
+    sent += legit_round(cl, b"second")
+    cl.collect()
+    got = [p for _, p in cl.received[2]]
+    assert not [p for p in got if p.startswith(b"old-after")], "an older copy's batch reached an instance"
+    assert cl.counter(1, "fenced") == 6 and cl.counter(1, "malformed") == 0
+    assert cl.log_lines(1, r"older copy of a moved container")
+
+    # an instance of an older placement of container 1 registering: told it is fenced
+    stale = cl.socket(zmq.DEALER)
+    stale.setsockopt(zmq.IDENTITY, wire.instance_identity(5))
+    stale_ctl = cl.socket(zmq.DEALER)
+    stale_ctl.setsockopt(zmq.IDENTITY, wire.instance_identity(5))
+    stale_ctl.connect(cl.plan.stmgrs[1]["ctl"])  # (the newest connection of t5 gets t5's messages)
+    stale.connect(cl.plan.stmgrs[1]["ipc"])
+    stale.send_multipart(wire.ctrl(Op.REGISTER, task=5, component="b", pid=cl.dummy.pid, ok=True, container=1,
+                                   placed=0))
+    assert stale_ctl.poll(10000), "no answer to an instance of an older placement"
+    msg = msgpack.unpackb(stale_ctl.recv_multipart()[-1], raw=False)
+    assert msg["op"] == Op.FENCED and msg["placed"] == 0 and msg["newer"] == 1
+    assert cl.log_lines(1, r"task 5 registered with placement version 0 .* told it is fenced")
+
+    # the topology master fences container 1 (a newer copy runs elsewhere): its stream
+    # manager tells its instances and exits with EXIT_FENCED
+    cl.read_tm()
+    cl.tm.send_multipart([wire.stmgr_identity(1, 1)] + wire.ctrl(Op.FENCED, container=1, placed=1, newer=4))
+    told = {}
+
+    def instances_told():
+        for t in (2,):
+            ctl = cl.inst[t][1]
+            while ctl.poll(0):
+                msg = msgpack.unpackb(ctl.recv_multipart()[-1], raw=False)
+                if msg.get("op") == Op.FENCED:
+                    told[t] = msg
+        return 2 in told
+    wait_for(instances_told, timeout=10, what="container 1's instance told FENCED")
+    assert told[2]["newer"] == 4
+    wait_for(lambda: cl.procs[1].poll() is not None, timeout=10, what="the fenced stream manager exited")
+    assert cl.procs[1].returncode == EXIT_FENCED
+    assert cl.dummy.wait(timeout=10) == -signal.SIGTERM, "the fenced stream manager SIGTERMs its instances"
+    assert cl.log_lines(1, r"container 1 was moved: this copy .* is fenced")
+    codes = cl.close()
+    assert codes == {0: 0, 1: EXIT_FENCED}
