@@ -2,10 +2,13 @@
 ``python -m supervisor --cluster --zk HOSTS --data-dir D ...``: run the containers
 nimbus assigns to this host (docs/CLUSTER.md)."""
 import argparse
+import math
 import os
 import sys
 
 from bittern import logs
+
+from .session import DEFAULT_GRACE_SECS, GRACE_KEY
 
 ENV_ZK_AUTH = "BITTERN_ZK_AUTH"
 WILDCARDS = ("0.0.0.0", "::", "*", "")
@@ -37,6 +40,20 @@ def _positive(text):
     return n
 
 
+def _seconds(key=None):
+    """An argparse type: a positive, finite number of seconds (``key``: the setting it is)."""
+    def convert(text):
+        try:
+            secs = float(text)
+        except ValueError:
+            secs = None
+        if secs is None or not math.isfinite(secs) or secs <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds"
+                                             + (f" ({key})" if key else ""))
+        return secs
+    return convert
+
+
 def parser():
     ap = _Parser(prog="python -m supervisor")
     mode = ap.add_mutually_exclusive_group(required=True)
@@ -52,6 +69,12 @@ def parser():
                    help=f"ZooKeeper digest auth (default: ${ENV_ZK_AUTH})")
     c.add_argument("--zk-connect-timeout", type=float, default=15.0, metavar="S",
                    help="give up when no ZooKeeper server answers within S seconds at start")
+    c.add_argument("--session-timeout", type=_seconds(), default=10.0, metavar="S",
+                   help="ZooKeeper session timeout: nimbus moves this host's containers this long "
+                        "after it last heard from it (default 10)")
+    c.add_argument("--session-lost-grace", type=_seconds(GRACE_KEY), default=DEFAULT_GRACE_SECS, metavar="S",
+                   help="stop every container here after S seconds without a ZooKeeper session "
+                        f"({GRACE_KEY}; default {DEFAULT_GRACE_SECS:g})")
     c.add_argument("--host", default="127.0.0.1",
                    help="address to bind, and the one other hosts reach this one at")
     c.add_argument("--slots", type=_positive, default=4, help="containers this host offers")
@@ -101,7 +124,8 @@ def main(argv=None):
     from .cluster import ClusterSupervisor
     sup = ClusterSupervisor(a.zk, root=a.zk_root, auth=auth, host=a.host, slots=a.slots,
                             base_port=a.base_port, data_dir=a.data_dir, sup_id=a.id, log_port=log_port,
-                            connect_timeout=a.zk_connect_timeout)
+                            connect_timeout=a.zk_connect_timeout, session_timeout=a.session_timeout,
+                            session_lost_grace=a.session_lost_grace)
     logs.setup(f"supervisor {sup.id}")
     try:
         return sup.run()

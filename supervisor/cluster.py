@@ -22,7 +22,14 @@ that cannot be fetched or a plan that cannot be built is reported once as
 ``status/NAME`` FAILED (nimbus then fails the topology); that version is not
 retried. While ZooKeeper is unreachable, or after the session expired until a
 new one is open (``reopen()`` re-registers), the containers keep running as
-they are; the supervisor reads the assignments again when it is back. It serves
+they are; the supervisor reads the assignments again when it is back. Not for
+ever: nimbus moves the containers of a supervisor whose session expired, so once
+it has been without a session for ``supervisor.session.lost.grace.secs``
+(``--session-lost-grace``; supervisor/session.py) it stops them all and forgets
+them, and starts what the assignments still place here when a session is back. A
+stream manager or topology master that exits fenced (``EXIT_FENCED``: a newer copy
+of its container runs elsewhere) is not restarted: every process of that topology
+here stops, and the assignments are read again at once. It serves
 its log files over HTTP (supervisor/logserver.py) with the cluster's API token.
 On SIGTERM it stops every container, deletes its node and exits.
 """
@@ -49,10 +56,12 @@ from bittern.state.zk import ZkStateManager
 from .assignment import AssignmentError, build_plan, code_of, entry_path, own_containers, version_of
 from .logserver import LogServer
 from .procs import ProcessGroup, ipc_base, ipc_dir, stop_groups
+from .session import DEFAULT_GRACE_SECS, GRACE_KEY, SessionGuard
 
 log = logging.getLogger("bittern.supervisor")
 
 POLL_SECS = 1.0
+WATCH_SECS = 0.2  # how often the session watchdog looks
 DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -71,7 +80,7 @@ class Running:
 class ClusterSupervisor:
     def __init__(self, zk_hosts, root="/bittern", auth=None, host="127.0.0.1", slots=4, base_port=6700,
                  data_dir="bittern-supervisor", sup_id=None, log_port=None, connect_timeout=15.0,
-                 session_timeout=10.0):
+                 session_timeout=10.0, session_lost_grace=DEFAULT_GRACE_SECS):
         self.zk_hosts = zk_hosts
         self.root = "/" + "/".join(p for p in root.split("/") if p)
         self.auth = auth
@@ -98,6 +107,14 @@ class ClusterSupervisor:
         self._zk_trouble = False
         self._lock_fd = None
         self._up = False
+        self._guard = SessionGuard(session_lost_grace, time.monotonic())  # ValueError naming the key
+        # The session watchdog runs in a thread of its own: a ZooKeeper call made as the
+        # connection went away waits in kazoo's queue until it is back, holding up the loop.
+        # It only stops processes (under _procs_lock, as the loop checks them); the loop
+        # forgets what it stopped (_session_stopped) when it is free again.
+        self._procs_lock = threading.Lock()
+        self._session_stopped = []  # the Running the watchdog stopped
+        self._watchdog = None
         self._ipc_sub = "s" + hashlib.sha1(self.data_dir.encode()).hexdigest()[:8]  # ours alone
 
     @property
@@ -133,9 +150,13 @@ class ClusterSupervisor:
         except OSError as e:
             raise RuntimeError(f"cannot serve logs on {self.host}:{self.log_port}: {e.strerror}") from None
         self.logserver.start()
+        asked = time.monotonic()
         self.register(wait=3 * self.session_timeout)
+        self._guard.alive(asked)
         self.token = self.read_token()
         self.state.watch_children("assignments", lambda names: self._wake.set())
+        self._watchdog = threading.Thread(target=self._watch_loop, name="bittern-session-watchdog", daemon=True)
+        self._watchdog.start()
         self._up = True
         log.info("supervisor %s up: %d slots from port %d on %s, logs at %s, data in %s",
                  self.id, self.slots, self.base_port, self.host, self.log_url, self.data_dir)
@@ -220,6 +241,9 @@ class ClusterSupervisor:
         woken = self._wake.wait(0.1)
         if self.stopping:
             return
+        if self._session_stopped:
+            with self._procs_lock:
+                self._forget_stopped()
         if self._lost.is_set():
             self._recover()
         now = time.monotonic()
@@ -228,14 +252,84 @@ class ClusterSupervisor:
             if not self._lost.is_set() and self.state.connected:
                 self._next_sync = now + POLL_SECS
                 self._sync_safely()
-        for r in self.running.values():
-            r.group.check(self.stopping)
+        with self._procs_lock:
+            self._forget_stopped()
+            for name, r in list(self.running.items()):
+                r.group.check(self.stopping)
+                if r.group.fenced and not self.stopping:
+                    self._fenced(name, r)
+
+    # -- without a session ----------------------------------------------------------------
+    def _watch_loop(self):
+        """Thread: the session watchdog."""
+        while not self.stopping:
+            try:
+                self._watch_session()
+            except Exception:  # noqa: BLE001 - never silent, never dead
+                log.exception("session watchdog failed")
+            time.sleep(WATCH_SECS)
+
+    def _watch_session(self, connected=None):
+        """Stop every container once we have been without a ZooKeeper session for
+        longer than the grace (supervisor/session.py); ``connected``: what is known
+        now (default: kazoo's connection, and no expired session waiting for reopen)."""
+        state = self.state
+        if state is None:
+            return
+        with self._procs_lock:
+            if self.stopping:
+                return
+            if connected is None:
+                connected = state.connected and not state.lost and not self._lost.is_set()
+            self._guard.on_state(connected)
+            now = time.monotonic()
+            if not self._guard.due(now):
+                return
+            away, grace = self._guard.without(now), self._guard.grace
+            running = sorted(self.running.copy().items())  # the loop may be in a sync: a copy is atomic
+            if not running:
+                log.warning("no ZooKeeper session for %.1fs (over %s = %gs); no containers run here",
+                            away, GRACE_KEY, grace)
+                return
+            for name, r in running:
+                log.warning("%s v%s: stopping containers %s: no ZooKeeper session for %.1fs, over %s = %gs "
+                            "(nimbus moves them elsewhere); they start again if the assignment still places "
+                            "them here once a session is back", name, r.version, r.containers, away, GRACE_KEY,
+                            grace)
+            stop_groups([r.group for _, r in running])
+            self._session_stopped.extend(r for _, r in running)
+
+    def _forget_stopped(self):
+        """(Under _procs_lock.) Forget the topologies the watchdog stopped: their run
+        dirs go, and the next sync starts what the assignments still place here. One
+        that changed since (a sync that was waiting for ZooKeeper went on) is
+        stopped whole."""
+        stopped, self._session_stopped = self._session_stopped, []
+        for name, r in list(self.running.items()):
+            if any(r is s for s in stopped):
+                self.stop_topology(name, forget=True, quiet=True)
+
+    def _fenced(self, name, r):
+        """A stream manager or the topology master of ``name`` exited fenced: a newer
+        copy of its container runs elsewhere. Stop everything of ``name`` here, and
+        read the assignment again now: what it still places here starts afresh."""
+        cs = sorted(r.group.fenced)
+        log.warning("container%s %s of %s %s fenced: a newer copy runs elsewhere; stopping its processes "
+                    "here and reading the assignment again", "s" if len(cs) > 1 else "",
+                    ", ".join(map(str, cs)), name, "were" if len(cs) > 1 else "was")
+        self.stop_topology(name, forget=True, quiet=True)
+        self.waiting.pop(name, None)
+        self._next_sync = 0.0  # the next step syncs, if ZooKeeper is reachable
+        self._wake.set()
 
     def _recover(self):
         """After an expired session: once kazoo has a new one, re-create our node in
         it and read the assignments again (nimbus may have moved our containers)."""
         if not self.state.connected:
             return
+        self._watch_session(connected=False)  # whatever kazoo said before: we had no session
+        with self._procs_lock:
+            self._forget_stopped()
         self._lost.clear()
         try:
             failed = self.state.reopen()
@@ -249,10 +343,14 @@ class ClusterSupervisor:
         self._next_sync = 0.0
 
     def _sync_safely(self):
+        asked = time.monotonic()
         try:
             if not self.registered:
                 self.register()
             self.sync()
+            if not self.state.lost:  # answered in our session (not a new one before reopen)
+                with self._procs_lock:
+                    self._guard.alive(asked)
             if self._zk_trouble:
                 log.info("reading assignments again; %d topologies here", len(self.running))
                 self._zk_trouble = False
@@ -359,7 +457,7 @@ class ClusterSupervisor:
             plan.save(plan_path)  # mkstemp + rename: 0600
             os.chmod(plan_path, 0o600)
             env = {"BITTERN_ZK_AUTH": self.auth} if self.auth else None
-            group = ProcessGroup(plan, plan_path, own, 0 in own, home=self.data_dir, env=env)
+            group = ProcessGroup(plan, plan_path, own, 0 in own, home=self.data_dir, env=env, fencing=True)
         except BaseException:
             shutil.rmtree(ipc, ignore_errors=True)
             raise
@@ -393,7 +491,7 @@ class ClusterSupervisor:
         plan.save(path)
         os.chmod(path, 0o600)
         env = {"BITTERN_ZK_AUTH": self.auth} if self.auth else None
-        group = ProcessGroup(plan, path, own, 0 in own, home=self.data_dir, env=env)
+        group = ProcessGroup(plan, path, own, 0 in own, home=self.data_dir, env=env, fencing=True)
         moved_away = []
         for key, p in cur.group.procs.items():
             if key in group.procs and cur.group.container_of(key) in kept:
@@ -417,13 +515,15 @@ class ClusterSupervisor:
                  sorted(set(own) - set(kept)) or "none", len(moved_away))
         return True
 
-    def stop_topology(self, name, forget=False):
-        """Stop its processes and remove its plan (``forget``: its whole run dir)."""
+    def stop_topology(self, name, forget=False, quiet=False):
+        """Stop its processes and remove its plan (``forget``: its whole run dir);
+        ``quiet``: the caller logs why."""
         r = self.running.pop(name)
         r.group.shutdown()
         shutil.rmtree(r.ipc, ignore_errors=True)
         shutil.rmtree(self._path("run", name) if forget else r.run_dir, ignore_errors=True)
-        log.info("%s v%s: containers %s stopped", name, r.version, r.containers)
+        if not quiet:
+            log.info("%s v%s: containers %s stopped", name, r.version, r.containers)
         return r
 
     def _fresh_logs(self, name, rec):
@@ -447,6 +547,10 @@ class ClusterSupervisor:
 
     # -- shutdown -------------------------------------------------------------------------
     def shutdown(self):
+        self.stopping = True
+        if self._watchdog is not None:
+            self._watchdog.join()
+            self._watchdog = None
         if self.running:
             stop_groups([r.group for r in self.running.values()])
             for name in list(self.running):

@@ -8,6 +8,12 @@ that dies is restarted after a backoff that grows with each quick death and
 resets after a healthy run. Stopping goes instances first (their ``close()`` runs
 while the stream managers still carry their last batches), then the stream
 managers, then the topology master.
+
+With ``fencing`` (cluster mode), a stream manager or topology master that exits with
+``bittern.proc.EXIT_FENCED`` (a newer copy of its container runs elsewhere) is not
+restarted: :meth:`ProcessGroup.check` adds its container to ``fenced`` and the
+supervisor decides (supervisor/cluster.py). Without it (local mode) that exit is
+one like any other.
 """
 from __future__ import annotations
 
@@ -20,13 +26,14 @@ import time
 import psutil
 
 from bittern import logs
-from bittern.proc import module_cmd, spawn, stop_pids
+from bittern.proc import EXIT_FENCED, module_cmd, spawn, stop_pids
 
 from .backoff import Backoff
 
 log = logging.getLogger("bittern.supervisor")
 
 STOP_ORDER = ("instance", "stmgr", "tmaster")
+FENCED_KINDS = ("stmgr", "tmaster")  # the processes that exit with EXIT_FENCED
 RSS_CHECK_SECS = 1.0
 
 
@@ -62,6 +69,7 @@ class Proc:
         self.restarts = 0
         self.memory_kills = 0
         self.restart_at = None
+        self.fenced = False  # exited with EXIT_FENCED: not restarted
         self.backoff = Backoff(conf["bittern.restart.backoff.initial.secs"],
                                conf["bittern.restart.backoff.max.secs"],
                                conf["bittern.restart.backoff.reset.secs"])
@@ -77,14 +85,18 @@ class Proc:
         self.popen = spawn(self.cmd, self.log_path, env=self.env)
         self.started_at = time.monotonic()
         self.restart_at = None
+        self.fenced = False
 
 
 class ProcessGroup:
     """The processes of ``containers`` of ``plan`` (saved at ``plan_path``), plus the
     topology master if ``with_tmaster``. Logs go to ``<home>/logs/<topology>/``;
-    ``env`` is added to every child's environment."""
+    ``env`` is added to every child's environment. ``fencing``: a fenced exit
+    (EXIT_FENCED) of a stream manager or the topology master is not restarted but
+    reported in ``fenced`` (its containers)."""
 
-    def __init__(self, plan, plan_path, containers, with_tmaster, conf=None, home=None, env=None):
+    def __init__(self, plan, plan_path, containers, with_tmaster, conf=None, home=None, env=None,
+                 fencing=False):
         self.plan = plan
         self.plan_path = plan_path
         self.containers = sorted(containers)
@@ -92,6 +104,8 @@ class ProcessGroup:
         self.conf = conf if conf is not None else plan.config
         self.home = home or plan.home
         self.env = env
+        self.fencing = fencing
+        self.fenced = set()  # containers whose stream manager or topology master exited fenced
         self.procs = {}
         self._next_rss_check = 0.0
         self._build()
@@ -134,13 +148,16 @@ class ProcessGroup:
 
     def check(self, stopping=False):
         """Restart what died (after its backoff); True if anything was restarted.
-        Instances over their memory limit are killed first (and so restarted)."""
+        Instances over their memory limit are killed first (and so restarted). With
+        ``fencing``, a fenced exit is not restarted: its container goes into ``fenced``."""
         now = time.monotonic()
         if now >= self._next_rss_check:
             self._next_rss_check = now + RSS_CHECK_SECS
             self.enforce_memory()
         changed = False
         for p in self.procs.values():
+            if p.fenced:
+                continue
             if p.restart_at is not None:
                 if now >= p.restart_at and not stopping:
                     p.start()
@@ -151,6 +168,10 @@ class ProcessGroup:
                 continue
             rc = p.popen.poll()
             if rc is None:
+                continue
+            if rc == EXIT_FENCED and self.fencing and p.key[0] in FENCED_KINDS:
+                p.fenced = True
+                self.fenced.add(self.container_of(p.key))
                 continue
             ran = now - p.started_at
             delay = p.backoff.next_delay(ran)

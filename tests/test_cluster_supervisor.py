@@ -107,9 +107,10 @@ def expected_roles(packing, containers):
 
 
 class Supervisor:
-    """One ``python -m supervisor --cluster`` process with its own data dir and ports."""
+    """One ``python -m supervisor --cluster`` process with its own data dir and ports
+    (``args``: more options)."""
 
-    def __init__(self, cluster, slots, name):
+    def __init__(self, cluster, slots, name, args=()):
         self.slots = slots
         self.base = free_block(2 * slots + 1)
         self.log_port = self.base - 1
@@ -118,7 +119,7 @@ class Supervisor:
         self.log_path = os.path.join(cluster.tmp, f"{name}.log")
         self.cmd = [sys.executable, "-m", "supervisor", "--cluster", "--zk", cluster.hosts,
                     "--zk-root", cluster.root, "--host", HOST, "--slots", str(slots),
-                    "--base-port", str(self.base), "--data-dir", self.data, "--zk-auth", cluster.auth]
+                    "--base-port", str(self.base), "--data-dir", self.data, "--zk-auth", cluster.auth, *args]
         self.start()
 
     def start(self):
@@ -165,8 +166,8 @@ class Cluster:
         self.supervisors = []
         self.packings = {}
 
-    def supervisor(self, slots=1, name=None):
-        sup = Supervisor(self, slots, name or f"sup{len(self.supervisors)}")
+    def supervisor(self, slots=1, name=None, args=()):
+        sup = Supervisor(self, slots, name or f"sup{len(self.supervisors)}", args)
         self.supervisors.append(sup)
         return sup
 
@@ -439,7 +440,13 @@ def test_bad_flags_and_unreachable_zookeeper(tmp_path):
                        (["--cluster", "--zk", "x:1", "--data-dir", d, "--slots", "0"], "--slots"),
                        (["--cluster", "--zk", "x:1", "--data-dir", d, "--host", "0.0.0.0"], "wildcard"),
                        (["--cluster", "--zk", "x:1", "--data-dir", d, "--base-port", "65530"], "65535"),
-                       (["--cluster", "--zk", "x:1", "--data-dir", d, "--zk-auth", "nocolon"], "USER:PASSWORD")):
+                       (["--cluster", "--zk", "x:1", "--data-dir", d, "--zk-auth", "nocolon"], "USER:PASSWORD"),
+                       (["--cluster", "--zk", "x:1", "--data-dir", d, "--session-lost-grace", "0"],
+                        "--session-lost-grace"),
+                       (["--cluster", "--zk", "x:1", "--data-dir", d, "--session-lost-grace", "soon"],
+                        "supervisor.session.lost.grace.secs"),
+                       (["--cluster", "--zk", "x:1", "--data-dir", d, "--session-timeout", "-1"],
+                        "--session-timeout")):
         rc, err = run(*args)
         assert rc == 2 and len(err) == 1 and word in err[0], (args, err)
     with socket.socket() as s:
