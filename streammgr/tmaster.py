@@ -548,7 +548,7 @@ class TopologyMaster(TmFencing):
                         self._dispatch(frames)
                 now = time.monotonic()
                 self._answer_reports(now)
-                if self.ckpt is not None:
+                if self.ckpt is not None and self.fence_ok(now):  # (no checkpoint by a copy not known current)
                     self._checkpoint_actions(self.ckpt.tick(now))
                 if self.health is not None:
                     self.health.tick(now)
