@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -262,3 +263,156 @@ def zk_view(cluster, name):
                 "checkpoints": st.children(f"checkpoints/{name}"), "code": st.children("code")}
     finally:
         st.close()
+
+
+# -- the processes of a cluster, by role (tests/test_cluster_faults.py) -----------------------
+
+def topology_processes(cluster):
+    """Every live (not zombie) topology process started under any supervisor data dir of
+    ``cluster``, found by command line, so an orphan of a dead supervisor counts too:
+    ``[{"pid", "sid", "topology", "kind", "n", "status"}]`` with kind ``tmaster`` (n: 0),
+    ``stmgr`` (n: its container) or ``instance`` (n: its task); ``status`` is psutil's
+    (``stopped`` for a SIGSTOPped one)."""
+    base = os.path.join(cluster.dir, "sup-")
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline", "status"]):
+        try:
+            cmd = p.info["cmdline"] or []
+            if p.info["status"] == psutil.STATUS_ZOMBIE or "-m" not in cmd or "--plan" not in cmd:
+                continue
+            plan = cmd[cmd.index("--plan") + 1]
+            if not plan.startswith(base):
+                continue
+            parts = plan[len(base):].split(os.sep)
+            module = cmd[cmd.index("-m") + 1]
+            if module == "streammgr.tmaster":
+                kind, n = "tmaster", 0
+            elif module == "streammgr":
+                kind, n = "stmgr", int(cmd[cmd.index("--container") + 1])
+            elif module == "instance":
+                kind, n = "instance", int(cmd[cmd.index("--task") + 1])
+            else:
+                continue
+            out.append({"pid": p.info["pid"], "sid": parts[0], "topology": parts[parts.index("run") + 1],
+                        "kind": kind, "n": n, "status": p.info["status"]})
+        except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError, IndexError):
+            continue
+    return out
+
+
+def process_tree(pid):
+    """``pid``'s process and every descendant (psutil.Process objects, so a signal never
+    reaches a recycled pid); [] if it is gone."""
+    try:
+        root = psutil.Process(pid)
+        return [root] + root.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def signal_processes(procs, sig):
+    """Send ``sig`` to each of ``procs`` (psutil.Process) that is still there."""
+    for p in procs:
+        try:
+            p.send_signal(sig)
+        except psutil.NoSuchProcess:
+            pass
+
+
+def alive(proc):
+    """A psutil.Process that still runs (not gone, not a zombie)."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def kill_leftovers(cluster, names=None, wait=30.0):
+    """Wait up to ``wait`` s for the topology processes of ``names`` (None: every
+    topology) to be gone; SIGKILL those that are not, and describe them (one string each)."""
+    def left():
+        return [p for p in topology_processes(cluster) if names is None or p["topology"] in names]
+    try:
+        wait_for(lambda: not left(), timeout=wait, interval=0.25)
+        return []
+    except AssertionError:
+        pass
+    procs = left()
+    for p in procs:
+        try:
+            os.kill(p["pid"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return [f"{p['topology']}/{p['kind']}-{p['n']} on {p['sid']} (pid {p['pid']}, {p['status']})" for p in procs]
+
+
+def doubled_containers(census, container_of):
+    """Containers that ran twice in a census (``[(time, topology_processes(...))]``):
+    ``{(topology, container): [(time, "kind-n", ["sid:pid:status", ...])]}``, where a
+    container runs twice when two processes that are not SIGSTOPped (a frozen one does
+    not run) have its topology master, its stream manager or one of its tasks
+    (``container_of``: ``{topology: {task: container}}``)."""
+    out = {}
+    for t, procs in census:
+        by = {}
+        for p in procs:
+            if p["status"] not in (psutil.STATUS_STOPPED, psutil.STATUS_TRACING_STOP):
+                by.setdefault((p["topology"], p["kind"], p["n"]), []).append(p)
+        for (topo, kind, n), ps in by.items():
+            if len(ps) > 1:
+                cont = container_of[topo][n] if kind == "instance" else n
+                out.setdefault((topo, cont), []).append(
+                    (t, f"{kind}-{n}", sorted(f"{p['sid']}:{p['pid']}:{p['status']}" for p in ps)))
+    return out
+
+
+class ListSampler:
+    """``bittern --cluster URLS list --json`` run again and again in ``threads`` background
+    threads (each one call at a time, starting every ``every`` s or when the last one
+    returned): ``samples`` holds ``(start, end, exit code, {name: state} or None, stderr
+    in one line)``, with time.monotonic() times."""
+
+    def __init__(self, cluster, every=0.5, threads=2):
+        self.cluster, self.every, self.n = cluster, every, threads
+        self.samples = []
+        self._stop = threading.Event()
+        self._threads = []
+
+    def start(self):
+        for _ in range(self.n):
+            t = threading.Thread(target=self._loop, daemon=True)
+            t.start()
+            self._threads.append(t)
+            time.sleep(self.every / self.n)
+
+    def stop(self):
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=60)
+
+    def _loop(self):
+        while not self._stop.is_set():
+            ts = time.monotonic()
+            try:
+                r = self.cluster.cli("list", "--json", timeout=30, urls=",".join(
+                    d.url for d in list(self.cluster.nimbuses.values())))
+                rc, text, err = r.returncode, r.stdout, " ".join(r.stderr.split())
+            except Exception as e:  # noqa: BLE001 - a CLI that hangs is a finding too
+                rc, text, err = -1, "", f"{type(e).__name__}: {e}"
+            states = None
+            if rc == 0:
+                try:
+                    states = {row["name"]: row["state"] for row in json.loads(text)}
+                except (ValueError, KeyError, TypeError):
+                    rc, err = -2, f"not a JSON list: {text[:200]!r}"
+            te = time.monotonic()
+            self.samples.append((ts, te, rc, states, err))
+            self._stop.wait(max(0.0, self.every - (te - ts)))
+
+    def cadence(self):
+        """One line: how many samples, how far apart, how long a call took."""
+        starts = sorted(s[0] for s in self.samples)
+        gaps = [b - a for a, b in zip(starts, starts[1:])] or [0.0]
+        took = max([te - ts for ts, te, *_ in self.samples] or [0.0])
+        return (f"{len(self.samples)} list samples (every {sum(gaps) / len(gaps):.2f}s on average, at most "
+                f"{max(gaps):.2f}s apart; a call took up to {took:.2f}s)")
