@@ -46,6 +46,15 @@ headers to keep every checkpoint directory that a kept checkpoint's files
 reference, transitively, and ``mark_complete`` refuses a checkpoint whose chain
 has a missing link (so a broken chain is never recorded as complete).
 
+Rebases (the disk backend). ``rebase`` replaces a task's delta in a checkpoint by a
+base of the same state, written later in the background (instance/ckptwriter.py),
+even once the checkpoint is complete: what the file restores to does not change,
+only how it is encoded, and the file is replaced atomically, so a reader sees the
+delta or the base, never a mix; "a complete checkpoint is immutable" holds for its
+state. The links the delta named may then be pruned; a reader that followed the
+old delta and finds a link gone reads the chain again from its head, once
+(``load_chain``, ``chain``).
+
 Probes (cluster mode). Before an exactly-once topology starts on a cluster, nimbus
 and the stream manager of every container write a probe file into
 ``<root>/<topology>/_probe/`` (:func:`write_probe`: temp file, fsync, rename, fsync
@@ -89,6 +98,11 @@ def _check_task(task):
 
 def _task_from_name(name):
     return int(name) if name.isdigit() else name
+
+
+class _LinkMissing(CheckpointMissing):
+    """A link of a chain (not its head) is missing: read again from the head once (a
+    rebase may have replaced the delta that named it)."""
 
 
 class CheckpointStore:
@@ -159,12 +173,37 @@ class CheckpointStore:
         fsync_dir(os.path.dirname(final))
         return final
 
-    def _write_temp(self, checkpoint_id, task, data, parent=0):
+    def rebase(self, checkpoint_id, task, chunks):
+        """Replace ``task``'s file in ``checkpoint_id`` (a delta) by ``chunks``, a base of
+        the same state (an iterator of byte chunks, streamed): temp file, fsync, rename,
+        fsync of the directory, as ``save``. Allowed on a complete checkpoint (its state
+        does not change: see the module docstring). Never creates the checkpoint's
+        directory: if the checkpoint or the file is gone (pruned, abandoned) it raises
+        :class:`CheckpointMissing`."""
+        final = self.path(checkpoint_id, task)
+        if not os.path.isfile(final):
+            raise CheckpointMissing(f"checkpoint {checkpoint_id} of {self.topology!r} task {task}: no file "
+                                    f"{final} to rebase (pruned or abandoned?)")
+        try:
+            tmp = self._write_temp(checkpoint_id, task, chunks, makedirs=False)
+        except FileNotFoundError:  # (the directory went meanwhile)
+            raise CheckpointMissing(f"checkpoint {checkpoint_id} of {self.topology!r} task {task}: its "
+                                    f"directory {os.path.dirname(final)} is gone (pruned or abandoned?)") from None
+        try:
+            os.replace(tmp, final)
+        except FileNotFoundError:
+            raise CheckpointMissing(f"checkpoint {checkpoint_id} of {self.topology!r} task {task}: pruned "
+                                    f"while its base was written") from None
+        fsync_dir(os.path.dirname(final))
+        return final
+
+    def _write_temp(self, checkpoint_id, task, data, parent=0, makedirs=True):
         """Step one of ``save``: the whole file, synced, under a temp name in the final
         directory (the same file system, so the rename is atomic). A crash after this
         step leaves only the temp file, which nothing reads."""
         d = self.checkpoint_dir(checkpoint_id)
-        _makedirs_durable(d)
+        if makedirs:
+            _makedirs_durable(d)
         fd, tmp = tempfile.mkstemp(dir=d, prefix=f".tmp-task-{_check_task(task)}-")
         try:
             with os.fdopen(fd, "wb") as f:
@@ -188,7 +227,7 @@ class CheckpointStore:
             parent, payload = read_file(path)
         except FileNotFoundError:
             if link_of is not None:
-                raise CheckpointMissing(f"checkpoint {link_of} of {self.topology!r}, task {task}: its chain "
+                raise _LinkMissing(f"checkpoint {link_of} of {self.topology!r}, task {task}: its chain "
                                         f"needs checkpoint {checkpoint_id}, whose file {path} is missing "
                                         f"(pruned, or deleted by hand?)") from None
             raise CheckpointMissing(f"checkpoint {checkpoint_id} of {self.topology!r} has no state for "
@@ -200,7 +239,14 @@ class CheckpointStore:
 
     def load_chain(self, checkpoint_id, task):
         """The payloads of ``task``'s chain ending at ``checkpoint_id``, base first, as
-        ``[(checkpoint id, payload)...]``."""
+        ``[(checkpoint id, payload)...]``. A link missing is read again from the head
+        once (a rebase may have replaced a delta meanwhile, and its links gone)."""
+        try:
+            return self._load_chain(checkpoint_id, task)
+        except _LinkMissing:
+            return self._load_chain(checkpoint_id, task)
+
+    def _load_chain(self, checkpoint_id, task):
         chain = []
         cid, link_of = checkpoint_id, None
         while True:
@@ -258,15 +304,22 @@ class CheckpointStore:
     def chain(self, checkpoint_id, task):
         """The checkpoint ids of ``task``'s chain ending at ``checkpoint_id``, base first,
         from the files' headers only; raises :class:`CheckpointMissing` for a missing
-        link."""
+        link (read again from the head once first, as ``load_chain``)."""
+        try:
+            return self._chain(checkpoint_id, task)
+        except _LinkMissing:
+            return self._chain(checkpoint_id, task)
+
+    def _chain(self, checkpoint_id, task):
         ids = [checkpoint_id]
         while True:
             path = self.path(ids[-1], task)
             try:
                 parent = read_parent(path)
             except FileNotFoundError:
-                raise CheckpointMissing(f"checkpoint {checkpoint_id} of {self.topology!r}, task {task}: "
-                                        f"no file {path} in its chain") from None
+                raise (_LinkMissing if len(ids) > 1 else CheckpointMissing)(
+                    f"checkpoint {checkpoint_id} of {self.topology!r}, task {task}: no file {path} in its "
+                    f"chain") from None
             if not parent:
                 return ids[::-1]
             if parent >= ids[-1] or len(ids) > MAX_CHAIN:

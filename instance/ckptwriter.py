@@ -20,6 +20,22 @@ background thread per instance:
   failed write is reported (``report_error``) and not answered, so the topology master
   times the checkpoint out as it always did.
 
+Rebases (the disk backend; instance/incremental.py's rebase mode). A base of a
+disk-backed store is a scan of its database (~1-2 us a key, sharing the GIL with the
+loop): at millions of keys it outlasts the checkpoint timeout, and on the writer
+thread every later checkpoint would queue behind it. So when its chain is too long,
+checkpoint *n* is written as a plain delta, and the loop also takes, at the barrier,
+a point-in-time view of the database and the other stores (``State.encode_rest``).
+Once *n*'s delta is written (:meth:`Checkpointing.poll` sees it), the view goes to a
+second thread, the *rebaser* (:class:`Rebaser`), which streams the base into a temp
+file in *n*'s directory and replaces *n*'s file with it (``CheckpointStore.rebase``):
+the same state, so *n* may be complete already. Back on the loop the policy learns
+it (``rebased(n)``): chains through *n* start there. At most one rebase is in flight;
+a checkpoint whose chain is still too long meanwhile takes no view (it would pin the
+database's files) and the next one asks again. If *n* was pruned or abandoned
+meanwhile, the rebase finds no file (``CheckpointMissing``): logged at debug level,
+forgotten. A restore aborts a rebase in progress at its next key group.
+
 A sink's ``pre_commit(n)`` stays on the loop at the barrier (instance/runtime.py
 ``take_checkpoint``): it moves the sink to checkpoint *n+1*, which the tuples after
 the barrier belong to, so it cannot wait for the write; it comes before CKPT_SAVED(n)
@@ -49,7 +65,7 @@ from dataclasses import dataclass
 
 from bittern.api.deltas import apply_delta, empty_doc, encode_delta, encode_doc, read_doc
 from bittern.api.diskstate import dump_base
-from bittern.checkpoint import CheckpointError, component_tasks
+from bittern.checkpoint import CheckpointError, CheckpointMissing, component_tasks
 from bittern.wire import Op
 
 from .incremental import COMPACT, DELTA, FULL, IncrementalPolicy
@@ -57,6 +73,7 @@ from .incremental import COMPACT, DELTA, FULL, IncrementalPolicy
 log = logging.getLogger("bittern.instance")
 
 PENDING_POLL_SECS = 0.002  # how soon the loop looks again while writes are pending
+REBASE_POLL_SECS = 0.05  # ... while only a rebase is (nothing waits for it)
 IDLE_POLL_SECS = 1.0
 CLOSE_WAIT_SECS = 2.0  # a stopping instance lets the write in progress finish this long
 
@@ -74,6 +91,21 @@ class Job:
     gen: int = 0
     view: object = None  # the disk backend's base: a point-in-time view of its database
     rest: tuple = ()  # ... and the other stores, packed at the barrier (State.encode_rest)
+    rebase: object = None  # a RebaseJob asked for at the barrier (taken by Checkpointing.submit)
+
+
+@dataclass
+class RebaseJob:
+    """A base of checkpoint ``checkpoint_id``'s state, to replace its delta (the rebaser)."""
+    checkpoint_id: int
+    view: object  # a point-in-time view of the disk-backed store at the barrier
+    rest: tuple  # the other stores, packed at the barrier
+    key_groups: int
+    gen: int = 0
+
+
+class _Discarded(Exception):
+    """A rebase of an older generation (a restore came meanwhile): abandoned."""
 
 
 @dataclass
@@ -108,6 +140,8 @@ def _yielding():
 class CheckpointWriter:
     """One thread per instance that writes checkpoint files, in the order submitted."""
 
+    name = "checkpoint-writer"
+
     def __init__(self, store, task):
         self.store = store
         self.task = task
@@ -116,16 +150,22 @@ class CheckpointWriter:
         self._q = queue.SimpleQueue()
         self._done = collections.deque()  # Done, appended by the thread, taken by the loop
         self._thread = None
-        self.busy = False  # a job is being executed (of any generation)
+        self._queued = 0  # jobs given to the thread (counted by the loop) ...
+        self._finished = 0  # ... and let go by it, executed or skipped (counted by the thread)
 
     @property
     def threaded(self):
         return self._thread is not None
 
+    @property
+    def busy(self):
+        """A job of any generation is queued or being executed (it may hold a view of a
+        database: see Checkpointing.retire)."""
+        return self._queued != self._finished
+
     def start(self):
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name=f"checkpoint-writer-{self.task}",
-                                            daemon=True)
+            self._thread = threading.Thread(target=self._run, name=f"{self.name}-{self.task}", daemon=True)
             self._thread.start()
 
     def submit(self, job):
@@ -134,6 +174,7 @@ class CheckpointWriter:
         if self._thread is None:
             self._done.append(self.execute(job))
         else:
+            self._queued += 1
             self._q.put(job)
 
     def results(self):
@@ -163,22 +204,25 @@ class CheckpointWriter:
             job = self._q.get()
             if job is None:
                 return
-            self.busy = True  # (before the check: a restore that saw it idle bumped gen first)
             try:
-                if job.gen != self.gen:
-                    continue  # from before a restore
-                self._done.append(self.execute(job))
+                if job.gen == self.gen:  # (else from before a restore: skipped)
+                    self._done.append(self.execute(job))
             finally:
-                self.busy = False
+                job = None  # (not held while waiting for the next one)
+                self._finished += 1
 
     def execute(self, job):
         """Write ``job``'s file (merging a compaction's chain first). Never raises."""
         t0 = time.perf_counter()
         try:
             if job.view is not None:  # a base of a disk-backed store, streamed from its database
-                counted = _Counted(dump_base(job.view, job.key_groups, *job.rest))
+                chunks = dump_base(job.view, job.key_groups, *job.rest)
                 job.view = None  # (the iterator pins the database's files: let it go when done)
-                self.store.save(job.checkpoint_id, self.task, counted, parent=0)
+                counted = _Counted(chunks)
+                try:
+                    self.store.save(job.checkpoint_id, self.task, counted, parent=0)
+                finally:
+                    chunks.close()  # (even after an error, whose traceback keeps this frame)
                 return Done(job, True, counted.n, None, (time.perf_counter() - t0) * 1000.0)
             if job.kind == COMPACT:
                 with _yielding():
@@ -193,6 +237,34 @@ class CheckpointWriter:
             return Done(job, True, sum(len(c) for c in chunks), None, (time.perf_counter() - t0) * 1000.0)
         except Exception as e:  # noqa: BLE001 - the disk, a damaged chain: reported by the loop
             return Done(job, False, 0, e, (time.perf_counter() - t0) * 1000.0)
+
+
+class Rebaser(CheckpointWriter):
+    """The second thread (rebase mode): writes the base of a checkpoint whose delta is
+    written and replaces the delta with it. Checkpointing keeps at most one in flight."""
+
+    name = "checkpoint-rebaser"
+
+    def execute(self, job):
+        """Stream ``job``'s base into its checkpoint's file (CheckpointStore.rebase).
+        Never raises; a discard (restore, close) abandons it at the next key group."""
+        t0 = time.perf_counter()
+        chunks = dump_base(job.view, job.key_groups, *job.rest)
+        job.view = job.rest = None
+        counted = _Counted(self._until_discarded(chunks, job))
+        try:
+            self.store.rebase(job.checkpoint_id, self.task, counted)
+            return Done(job, True, counted.n, None, (time.perf_counter() - t0) * 1000.0)
+        except Exception as e:  # noqa: BLE001 - pruned meanwhile, the disk: the loop decides
+            return Done(job, False, 0, e, (time.perf_counter() - t0) * 1000.0)
+        finally:
+            chunks.close()  # (its iterator pins the database's files: let go now)
+
+    def _until_discarded(self, chunks, job):
+        for c in chunks:
+            if job.gen != self.gen:
+                raise _Discarded(f"checkpoint {job.checkpoint_id}: rebase abandoned (a restore or a stop)")
+            yield c
 
 
 class _Counted:
@@ -221,23 +293,38 @@ class Checkpointing:
         self.key_groups = key_groups
         self.policy = IncrementalPolicy(settings.max_deltas, settings.keep, settings.incremental)
         self.writer = CheckpointWriter(store, inst.task)
-        self.last = {}  # metrics of the last checkpoint written
+        self.rebaser = Rebaser(store, inst.task)  # (its thread starts with the first rebase)
+        self.asked = None  # a RebaseJob asked for at a barrier, submitted once its delta is written
+        self.last = {}  # metrics of the last checkpoint written (and of the last rebase)
         self.retired = []  # disk-backed stores replaced by a restore, closed once the writer is idle
 
     def start(self):
         """The loop runs: writes go to the thread from now on."""
         self.writer.start()
 
+    @property
+    def busy(self):
+        """A writer or rebaser thread may be reading a database (a base's view)."""
+        return self.writer.busy or self.rebaser.busy
+
+    @property
+    def rebasing(self):
+        """A rebase is asked for (its delta not yet written) or in flight."""
+        return self.asked is not None or self.rebaser.pending > 0
+
     def close(self):
+        self.asked = None
+        self.rebaser.discard()  # (a rebase in progress stops at its next key group)
         self.writer.close()
-        if not self.writer.busy:
+        self.rebaser.close()
+        if not self.busy:
             self._close_retired()
 
     def retire(self, keyed):
         """A restore replaced the disk-backed ``keyed``: close it once no write can be
         reading it (a base being streamed from it holds an iterator on its database)."""
         self.retired.append(keyed)
-        if not self.writer.busy and not self.writer.pending:
+        if not self.busy and not self.writer.pending and not self.rebaser.pending:
             self._close_retired()
 
     def _close_retired(self):
@@ -251,8 +338,9 @@ class Checkpointing:
         stops the loop. Returns the :class:`Job` to :meth:`submit`."""
         t0 = time.perf_counter()
         changes = state.keyed.detach_log()  # (the runtime's stores are whole in every file)
+        self.policy.rebase = state.on_disk  # (disk: a long chain is rebased beside the checkpoints)
         plan = self.policy.plan(checkpoint_id, changes)
-        view = rest = None
+        view = rest = rebase = None
         if plan.kind != DELTA and state.on_disk:
             # a base of a disk-backed store: written from its database by the writer thread
             # (a compaction needs no chain: the database is the state)
@@ -261,11 +349,16 @@ class Checkpointing:
             data = state.snapshot()
         else:
             data = encode_delta(state, plan.log, plan.parent or 0)
+            if plan.rebase and not self.rebasing:  # (one in flight: the next checkpoint asks again)
+                rebase = RebaseJob(checkpoint_id, state.keyed.view(), state.encode_rest(),
+                                   self.key_groups.n_groups)
         pause = (time.perf_counter() - t0) * 1000.0
         return Job(checkpoint_id, epoch, plan.kind, plan.parent, data, self.key_groups.n_groups,
-                   align_ms, pause, view=view, rest=rest or ())
+                   align_ms, pause, view=view, rest=rest or (), rebase=rebase)
 
     def submit(self, job):
+        if job.rebase is not None:  # (kept here until the delta is written: the writer never sees it)
+            self.asked, job.rebase = job.rebase, None
         self.writer.submit(job)
 
     def poll(self, now=None):
@@ -273,17 +366,41 @@ class Checkpointing:
         returns seconds until it wants to run again."""
         for r in self.writer.results():
             job = r.job
-            self.last = {"__checkpoint-pause-ms": round(job.pause_ms, 3),
-                         "__checkpoint-write-ms": round(r.write_ms, 3)}
+            self.last.update({"__checkpoint-pause-ms": round(job.pause_ms, 3),
+                              "__checkpoint-write-ms": round(r.write_ms, 3)})
+            asked = self.asked if self.asked is not None and self.asked.checkpoint_id == job.checkpoint_id \
+                else None
+            if asked is not None:
+                self.asked = None  # (failed: its view is let go here)
             if r.ok:
                 self.inst.send_ctrl(Op.CKPT_SAVED, id=job.checkpoint_id, epoch=job.epoch, bytes=r.nbytes,
                                     align_ms=round(job.align_ms, 3))
+                if asked is not None:  # the delta is written: its base may replace it from now on
+                    if self.writer.threaded:
+                        self.rebaser.start()
+                    self.rebaser.submit(asked)
             else:
                 self.policy.failed(job.checkpoint_id)
                 self.inst.report_error(f"checkpoint {job.checkpoint_id} (writing its {job.kind} file)", r.error)
-        if self.retired and not self.writer.busy:
+        for r in self.rebaser.results():
+            self._rebased(r)
+        if self.retired and not self.busy:
             self._close_retired()
-        return PENDING_POLL_SECS if self.writer.pending or self.retired else IDLE_POLL_SECS
+        if self.writer.pending or self.retired:
+            return PENDING_POLL_SECS
+        return REBASE_POLL_SECS if self.rebaser.pending else IDLE_POLL_SECS
+
+    def _rebased(self, r):
+        cid = r.job.checkpoint_id
+        if r.ok:
+            self.policy.rebased(cid)
+            self.last["__checkpoint-rebase-ms"] = round(r.write_ms, 3)
+            log.debug("checkpoint %s task %s: delta replaced by a %d-byte base in %.0f ms", cid, self.inst.task,
+                      r.nbytes, r.write_ms)
+        elif isinstance(r.error, CheckpointMissing):
+            log.debug("checkpoint %s task %s: not rebased: %s", cid, self.inst.task, r.error)
+        else:
+            self.inst.report_error(f"checkpoint {cid} (rebasing its delta into a base)", r.error)
 
     # -- what the instance learns
     def complete(self, checkpoint_id):
@@ -291,8 +408,10 @@ class Checkpointing:
         self.policy.complete(checkpoint_id)
 
     def discard(self):
-        """A restore begins: writes of the old epoch are dropped."""
+        """A restore begins: writes and rebases of the old epoch are dropped."""
         self.writer.discard()
+        self.rebaser.discard()
+        self.asked = None
 
     def restored(self, checkpoint_id, layout, component, index, n):
         """The restore of ``checkpoint_id`` (taken with ``layout``) succeeded: the next

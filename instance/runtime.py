@@ -608,7 +608,7 @@ class Instance:
                 self.report_error("close", e)
         if self.ckpt is not None:
             self.ckpt.close()
-        if self.state is not None and self.state.on_disk and (self.ckpt is None or not self.ckpt.writer.busy):
+        if self.state is not None and self.state.on_disk and (self.ckpt is None or not self.ckpt.busy):
             self.state.keyed.close()  # (scratch; a writer still streaming from it keeps it, the process ends)
         # allow the final sends, but never wait long for a stream manager that is not reading
         self.stopping = False

@@ -132,6 +132,11 @@ class DiskKeyedState(KeyedState):
         opts.create_if_missing(True)
         opts.set_write_buffer_size(int(memtable_mb) << 20)
         opts.set_max_write_buffer_number(2)
+        # output files of a compaction as large as a memtable (RocksDB's default is 64 MB):
+        # a table's filter is built from 8 bytes per key held until the file is done, so a
+        # 64 MB file of small entries (~8M keys) held ~60 MB more at each compaction (peak
+        # RSS of 10M puts: 141 MB against 76 MB with 8 MB files)
+        opts.set_target_file_size_base(int(memtable_mb) << 20)
         opts.set_max_open_files(256)
         opts.set_keep_log_file_num(2)
         table = rd.BlockBasedOptions()
