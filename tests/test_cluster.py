@@ -1,6 +1,7 @@
 """Cluster mode with real processes: nimbus and supervisors over a real ZooKeeper,
-driven through the CLI (``bittern --cluster URL``), with daemons killed for real. (A supervisor or the leader nimbus killed mid-run, and
-every other fault of a lost host: tests/test_cluster_faults.py.)"""
+driven through the CLI (``bittern --cluster URL``), with daemons killed for real. (A
+supervisor or the leader nimbus killed mid-run, and every other fault of a lost host:
+tests/test_cluster_faults.py.)"""
 from __future__ import annotations
 
 import collections
