@@ -60,6 +60,7 @@ def drain(client, timeout):
     return rep, False
 
 
+INF = float("inf")
 COMMIT_TRIES = 3  # checkpoint timeouts a bounded exactly-once run waits for its end to commit
 
 
@@ -69,9 +70,11 @@ def spouts_exhausted(tdef, rep):
 
 
 def all_done(tdef, rep):
-    """Every spout task said done() and nothing is pending; under exactly once also: the
-    first checkpoint each spout task took after its last emit is committed at every sink
-    (so the end of the input is in the output, not only processed)."""
+    """Every spout task said done() and nothing is pending; with event time, every task's
+    input watermark is at the end (+inf: the windows of the last events fired); under
+    exactly once also: the first checkpoint each spout task took after its last emit is
+    committed at every sink (so the end of the input is in the output, not only
+    processed)."""
     comps = rep.get("components", {})
     for c in tdef.spouts:
         m = comps.get(c.name, {})
@@ -79,6 +82,10 @@ def all_done(tdef, rep):
             return False
     if rep.get("missing"):
         return False
+    for m in (rep.get("tasks") or {}).values():
+        w = m.get("__input-watermark")  # event time: a task whose input has not reached its end
+        if w is not None and w not in (INF, "inf"):  # yet has windows (and timers) still to fire
+            return False
     ck = rep.get("checkpoints")
     if ck is None:
         return True
