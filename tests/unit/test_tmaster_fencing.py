@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from bittern import Bolt, Grouping, Spout, Topology
 from bittern import config as cfg
 from bittern.packing import round_robin
 from bittern.runplan import RunPlan
@@ -14,18 +13,7 @@ from bittern.state import LocalStateManager
 from bittern.wire import Op
 from streammgr.tmaster import TopologyMaster
 
-
-class S(Spout):
-    outputs = ["n"]
-
-
-class B(Bolt):
-    outputs = []
-
-
-class Two(Topology):
-    s = S.spec()
-    b = B.spec(par=2, inputs={s: Grouping.SHUFFLE})
+from .test_tmaster_checkpoints import Two
 
 
 def asg(since, version=None):
