@@ -17,7 +17,7 @@ def console_path(home, topology):
 
 class ConsoleWriter(io.TextIOBase):
     def __init__(self, path, prefix, also):
-        self._f = open(path, "a", buffering=1)
+        self._f = open(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "a", buffering=1)
         self._prefix = prefix
         self._also = also
         self._partial = ""

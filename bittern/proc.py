@@ -38,8 +38,9 @@ def module_cmd(module, *args):
 def spawn(cmd, log_path=None, env=None, die_with_parent=True, new_session=False, cwd=None):
     """Start ``cmd`` with stdout/stderr appended to ``log_path`` (or discarded)."""
     if log_path:
-        os.makedirs(os.path.dirname(log_path), exist_ok=True)
-        out = open(log_path, "ab", buffering=0)
+        # logs echo tuples and errors: this user's alone (0700 directories, 0600 files)
+        os.makedirs(os.path.dirname(log_path), mode=0o700, exist_ok=True)
+        out = open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab", buffering=0)
     else:
         out = subprocess.DEVNULL
     full_env = dict(os.environ)

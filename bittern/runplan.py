@@ -65,7 +65,7 @@ class RunPlan:
                        placed=None if placed is None else {int(c): int(v) for c, v in placed.items()})
 
     def save(self, path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".plan-")
         with os.fdopen(fd, "w") as f:
             json.dump(self.to_dict(), f)

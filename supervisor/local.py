@@ -24,11 +24,11 @@ from bittern.packing import PackingPlan
 from bittern.proc import ParentWatch
 from bittern.runplan import RunPlan
 
-from .procs import ProcessGroup, free_port, ipc_dir
+from .procs import ProcessGroup, ipc_dir
 
 log = logging.getLogger("bittern.supervisor")
 
-__all__ = ["LocalSupervisor", "free_port", "ipc_dir"]
+__all__ = ["LocalSupervisor", "ipc_dir"]
 
 
 class LocalSupervisor:
@@ -41,6 +41,7 @@ class LocalSupervisor:
         self.group = None
         self._parent = None if detached else ParentWatch()
         self._ipc = None
+        self._gen = 0
         self.replan_wanted = False
         self.plan = None
 
@@ -51,13 +52,20 @@ class LocalSupervisor:
             raise RuntimeError(f"topology {self.name!r} has no record or assignment in the state manager")
         tdef = TopologyDef.from_dict(rec["definition"])
         packing = PackingPlan.from_dict(asg["packing"])
-        self._ipc = ipc_dir()
-        stmgrs = {c: {"tcp": f"tcp://127.0.0.1:{free_port()}", "ipc": f"ipc://{self._ipc}/c{c}",
-                      "ctl": f"ipc://{self._ipc}/k{c}"}
+        # Local mode has one host, so every endpoint is an ipc:// socket in a directory only
+        # this user can enter (0700, bittern/privdir.py): no other local user can connect to
+        # the topology master, a stream manager or an instance socket (a tcp port on
+        # 127.0.0.1 admits every local user). The peer endpoint keeps its "tcp" key.
+        if self._ipc is None:
+            self._ipc = ipc_dir()
+        self._gen += 1
+        gen = os.path.join(self._ipc, f"g{self._gen}")  # this plan's; a re-plan removes it
+        os.mkdir(gen, 0o700)
+        stmgrs = {c: {"tcp": f"ipc://{gen}/p{c}", "ipc": f"ipc://{gen}/c{c}", "ctl": f"ipc://{gen}/k{c}"}
                   for c in packing.containers}
         # a re-plan keeps the topology master's endpoint, so clients that hold it (`bittern run`)
         # reach the new one
-        tmaster = self.plan.tmaster if self.plan is not None else f"tcp://127.0.0.1:{free_port()}"
+        tmaster = f"ipc://{self._ipc}/tm"
         plan = RunPlan(self.name, self.home, tdef, packing, tmaster, stmgrs, rec["config"])
         self.plan_path = os.path.join(self.home, "run", self.name, "plan.json")
         plan.save(self.plan_path)
@@ -105,7 +113,7 @@ class LocalSupervisor:
         self.group.shutdown()
         self.group = None
         if self._ipc:
-            shutil.rmtree(self._ipc, ignore_errors=True)
+            shutil.rmtree(os.path.join(self._ipc, f"g{self._gen}"), ignore_errors=True)
         self.state.delete(f"status/{self.name}")
         self.start_group()
 

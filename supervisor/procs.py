@@ -26,6 +26,7 @@ import time
 import psutil
 
 from bittern import logs
+from bittern.privdir import private_dir, private_runtime_dir
 from bittern.proc import EXIT_FENCED, module_cmd, spawn, stop_pids
 
 from .backoff import Backoff
@@ -44,16 +45,19 @@ def free_port(host="127.0.0.1"):
 
 
 def ipc_base(sub=None):
-    """Where ipc:// socket files go: a short path (theirs must stay < 107 bytes);
-    ``sub``: a subdirectory of one owner's, that it may clean up as a whole."""
-    base = os.path.join(tempfile.gettempdir(), f"bittern-{os.getuid()}")
+    """Where ipc:// socket files go: a short path (theirs must stay < 107 bytes) in a
+    directory only this user can enter (bittern/privdir.py: another user who made
+    ``/tmp/bittern-<uid>`` first does not get our sockets); ``sub``: a subdirectory of
+    one owner's, that it may clean up as a whole."""
+    base = private_runtime_dir()
     return os.path.join(base, sub) if sub else base
 
 
 def ipc_dir(sub=None):
-    """A new directory for one topology's ipc:// socket files."""
+    """A new directory (0700) for one topology's ipc:// socket files."""
     base = ipc_base(sub)
-    os.makedirs(base, mode=0o700, exist_ok=True)
+    if sub:
+        private_dir(base, "ipc directory")
     return tempfile.mkdtemp(prefix="", dir=base)
 
 
@@ -91,12 +95,13 @@ class Proc:
 class ProcessGroup:
     """The processes of ``containers`` of ``plan`` (saved at ``plan_path``), plus the
     topology master if ``with_tmaster``. Logs go to ``<home>/logs/<topology>/``;
-    ``env`` is added to every child's environment. ``fencing``: a fenced exit
+    ``env`` is added to every child's environment, ``tmaster_env`` to the topology
+    master's alone (the ZooKeeper credentials: never to user code). ``fencing``: a fenced exit
     (EXIT_FENCED) of a stream manager or the topology master is not restarted but
     reported in ``fenced`` (its containers)."""
 
     def __init__(self, plan, plan_path, containers, with_tmaster, conf=None, home=None, env=None,
-                 fencing=False):
+                 fencing=False, tmaster_env=None):
         self.plan = plan
         self.plan_path = plan_path
         self.containers = sorted(containers)
@@ -104,21 +109,23 @@ class ProcessGroup:
         self.conf = conf if conf is not None else plan.config
         self.home = home or plan.home
         self.env = env
+        self.tmaster_env = tmaster_env
         self.fencing = fencing
         self.fenced = set()  # containers whose stream manager or topology master exited fenced
         self.procs = {}
         self._next_rss_check = 0.0
         self._build()
 
-    def _add(self, key, cmd, log_path, rss_limit_mb=0):
-        self.procs[key] = Proc(key, cmd, log_path, self.conf, self.env, rss_limit_mb)
+    def _add(self, key, cmd, log_path, rss_limit_mb=0, env=None):
+        self.procs[key] = Proc(key, cmd, log_path, self.conf, {**(self.env or {}), **(env or {})} or None,
+                               rss_limit_mb)
 
     def _build(self):
         plan, path = self.plan, self.plan_path
         ldir = logs.log_dir(self.home, plan.name)
         if self.with_tmaster:
             self._add(("tmaster", 0), module_cmd("streammgr.tmaster", "--plan", path),
-                      os.path.join(ldir, "tmaster.log"))
+                      os.path.join(ldir, "tmaster.log"), env=self.tmaster_env)
         for c in self.containers:
             self._add(("stmgr", c), module_cmd("streammgr", "--plan", path, "--container", c),
                       os.path.join(ldir, f"stmgr-{c}.log"))

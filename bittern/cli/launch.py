@@ -89,7 +89,7 @@ def record(state, home, tdef, conf, deactivated):
 
 def start_supervisor(home, name, detached):
     log_path = os.path.join(home, "logs", name, "supervisor.log")
-    os.makedirs(os.path.dirname(log_path), exist_ok=True)
+    os.makedirs(os.path.dirname(log_path), mode=0o700, exist_ok=True)
     for old in os.listdir(os.path.dirname(log_path)):  # a fresh run starts fresh logs
         if old.endswith(".log"):
             os.unlink(os.path.join(os.path.dirname(log_path), old))

@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 
+from ..privdir import private_dir
 from .base import StateManager
 
 
@@ -23,7 +24,8 @@ class LocalStateManager(StateManager):
     def __init__(self, home=None):
         self.home = os.path.abspath(home or default_home())
         self.root = os.path.join(self.home, "state")
-        os.makedirs(self.root, exist_ok=True)
+        private_dir(self.home, "Bittern home")  # plans, logs, tokens and state: this user's alone
+        os.makedirs(self.root, mode=0o700, exist_ok=True)
 
     def _file(self, path):
         parts = [p for p in path.split("/") if p]
