@@ -16,7 +16,9 @@ setup(
         "rich>=13",  # the live terminal UI (bittern top)
     ],
     extras_require={
-        "cluster": ["kazoo>=2.9"],  # ZooKeeper state manager (cluster mode)
+        # ZooKeeper state manager (cluster mode); PyNaCl: libsodium's sealed boxes, so nimbus hands each
+        # supervisor its containers' CURVE secrets encrypted to that supervisor's own (CURVE = X25519) key
+        "cluster": ["kazoo>=2.9", "pynacl>=1.5"],
         "metrics": ["prometheus_client>=0.17"],
         # bittern.state.backend = disk: keyed state in an embedded RocksDB (manylinux wheels;
         # bounded memory whatever the state's size: bittern/api/diskstate.py says why not LMDB)
@@ -26,7 +28,8 @@ setup(
         "spark": ["pyspark>=4.0,<5", "pandas<3", "pyarrow>=14"],
         "streamparse": ["streamparse>=5,<6"],
         "heron": ["protobuf>=3.20,<4", "cloudpickle>=2.2,<4"],  # + pip install --no-deps heronpy==0.20.5 (docs/COMPAT.md)
-        "dev": ["pytest>=8", "pytest-timeout>=2", "kazoo>=2.9", "prometheus_client>=0.17", "rocksdict>=0.3.25,<0.4"],
+        # hypothesis: the security suite fuzzes every port with generated messages
+        "dev": ["pytest>=8", "pytest-timeout>=2", "hypothesis>=6", "kazoo>=2.9", "pynacl>=1.5", "prometheus_client>=0.17", "rocksdict>=0.3.25,<0.4"],
     },
     entry_points={"console_scripts": ["bittern=bittern.cli.main:main"]},
 )

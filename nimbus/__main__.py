@@ -9,8 +9,9 @@ import signal
 import sys
 import threading
 
-from bittern import logs
-from bittern.errors import ConfigError
+from bittern import logs, zkauth
+from bittern.errors import BitternError, ConfigError
+from bittern.privdir import private_dir
 from bittern.state import open_state
 
 from .api import NimbusApi, Server
@@ -24,8 +25,7 @@ def parse(argv):
     ap = argparse.ArgumentParser(prog="bittern nimbus", description="run a nimbus (cluster mode)")
     ap.add_argument("--zk", required=True, metavar="HOSTS", help="ZooKeeper hosts, host:port[,host:port...]")
     ap.add_argument("--zk-root", default="/bittern", metavar="PATH")
-    ap.add_argument("--zk-auth", default=os.environ.get("BITTERN_ZK_AUTH"), metavar="USER:PASSWORD",
-                    help="ZooKeeper digest credentials (default: $BITTERN_ZK_AUTH)")
+    zkauth.add_arguments(ap)
     ap.add_argument("--host", default="127.0.0.1", help="address to bind and advertise (default 127.0.0.1)")
     ap.add_argument("--port", type=int, default=6627)
     ap.add_argument("--data-dir", required=True, metavar="DIR", help="where the API token and logs go")
@@ -45,15 +45,28 @@ def main(argv=None):
     except ConfigError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    os.makedirs(a.data_dir, exist_ok=True)
+    try:
+        zk_auth = zkauth.resolve(a)
+        private_dir(a.data_dir, "nimbus data directory")  # the API token, logs, savepoints
+    except BitternError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     logs.setup(f"nimbus {a.host}:{a.port}")
+    if zk_auth is None:
+        zkauth.warn_insecure(log)
     lost = threading.Event()
     try:
-        state = open_state(f"zk://{a.zk}{a.zk_root}", auth=a.zk_auth, timeout=a.session_timeout,
+        state = open_state(f"zk://{a.zk}{a.zk_root}", auth=zk_auth, timeout=a.session_timeout,
                            on_lost=lost.set)
     except Exception as e:  # noqa: BLE001 - one line for the user, not a traceback
         print(f"error: cannot reach ZooKeeper at {a.zk}: {e}", file=sys.stderr)
         return 1
+    try:
+        log.info("ZooKeeper ACLs checked on %d nodes", state.verify_acls())
+    except BitternError as e:
+        print(f"error: {e}", file=sys.stderr)
+        state.close()
+        return 2
     try:
         server = Server((a.host, a.port), None)
     except OSError as e:
@@ -61,7 +74,7 @@ def main(argv=None):
         state.close()
         return 1
     url = f"http://{a.host}:{server.server_address[1]}"
-    nimbus = Nimbus(state, url, a.data_dir, cluster_conf)
+    nimbus = Nimbus(state, url, a.data_dir, cluster_conf, secure=zk_auth is not None)
     server.api = NimbusApi(nimbus)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -57,8 +57,9 @@ def status_error(status):
 
 
 class Nimbus:
-    def __init__(self, state, url, data_dir, cluster_conf=None):
+    def __init__(self, state, url, data_dir, cluster_conf=None, secure=True):
         self.state = state
+        self.secure = secure  # ZooKeeper with credentials: every node checked ours (verify_acls)
         self.url = url
         self.data_dir = data_dir
         self.cluster_conf = dict(cluster_conf or {})  # cluster-wide settings (nimbus/store.py)
@@ -83,6 +84,9 @@ class Nimbus:
         local = auth.load_or_create_token(self.data_dir)
         self.state.create("nimbus/token", {"token": local})
         token = (self.state.get("nimbus/token") or {}).get("token") or local
+        if token != local and not self.secure:
+            log.warning("adopting the API token another nimbus put in ZooKeeper; without ZooKeeper "
+                        "authentication (--insecure) anyone could have written it")
         if token != local:
             path = os.path.join(self.data_dir, auth.TOKEN_FILE)
             tmp = path + f".{os.getpid()}.tmp"

@@ -6,11 +6,11 @@ import math
 import os
 import sys
 
-from bittern import logs
+from bittern import logs, zkauth
+from bittern.errors import ConfigError
 
 from .session import DEFAULT_GRACE_SECS, GRACE_KEY
 
-ENV_ZK_AUTH = "BITTERN_ZK_AUTH"
 WILDCARDS = ("0.0.0.0", "::", "*", "")
 
 
@@ -65,8 +65,7 @@ def parser():
     c = ap.add_argument_group("cluster mode")
     c.add_argument("--zk", metavar="HOSTS", help="ZooKeeper servers, host:port[,host:port...]")
     c.add_argument("--zk-root", default="/bittern", help="root znode (default /bittern)")
-    c.add_argument("--zk-auth", metavar="USER:PASSWORD", default=None,
-                   help=f"ZooKeeper digest auth (default: ${ENV_ZK_AUTH})")
+    zkauth.add_arguments(c)
     c.add_argument("--zk-connect-timeout", type=float, default=15.0, metavar="S",
                    help="give up when no ZooKeeper server answers within S seconds at start")
     c.add_argument("--session-timeout", type=_seconds(), default=10.0, metavar="S",
@@ -101,9 +100,10 @@ def check_cluster_args(ap, a):
         ap.error(f"log port {log_port} is outside 1-65535; give --log-port")
     if a.base_port <= log_port <= last:
         ap.error(f"--log-port {log_port} is one of the slot ports {a.base_port}-{last}")
-    auth = a.zk_auth if a.zk_auth is not None else os.environ.get(ENV_ZK_AUTH) or None
-    if auth is not None and (":" not in auth or not auth.partition(":")[0]):
-        ap.error("--zk-auth must be USER:PASSWORD")
+    try:
+        auth = zkauth.resolve(a)
+    except ConfigError as e:
+        ap.error(str(e))
     if a.id is not None and (not a.id or "/" in a.id or a.id in (".", "..")):
         ap.error(f"--id {a.id!r} cannot name a ZooKeeper node")
     return auth, log_port
@@ -127,6 +127,8 @@ def main(argv=None):
                             connect_timeout=a.zk_connect_timeout, session_timeout=a.session_timeout,
                             session_lost_grace=a.session_lost_grace)
     logs.setup(f"supervisor {sup.id}")
+    if auth is None:
+        zkauth.warn_insecure()
     try:
         return sup.run()
     except Exception as e:  # noqa: BLE001 - a daemon that cannot start: one clear line

@@ -55,6 +55,9 @@ from bittern.state.zk import ZkStateManager
 
 from .assignment import AssignmentError, build_plan, code_of, entry_path, own_containers, version_of
 from .logserver import LogServer
+from bittern import zkauth
+from bittern.privdir import private_dir
+
 from .procs import ProcessGroup, ipc_base, ipc_dir, stop_groups
 from .session import DEFAULT_GRACE_SECS, GRACE_KEY, SessionGuard
 
@@ -130,7 +133,7 @@ class ClusterSupervisor:
 
     # -- start-up -------------------------------------------------------------------------
     def start(self):
-        os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
+        private_dir(self.data_dir, "supervisor data directory")  # plans with CURVE secrets, logs
         self._lock_data_dir()
         # our children died with our previous run (PR_SET_PDEATHSIG): their plans and
         # sockets are stale
@@ -145,6 +148,8 @@ class ClusterSupervisor:
                                         timeout=self.session_timeout, connect_timeout=self.connect_timeout)
         finally:
             kazoo_log.setLevel(logging.ERROR)
+        # a node someone else wrote (a planted topology record or token) is refused: UnsafeNode
+        log.info("ZooKeeper ACLs checked on %d nodes", self.state.verify_acls())
         try:
             self.logserver = LogServer(self.host, self.log_port, self._path("logs"), lambda: self.token)
         except OSError as e:
@@ -456,8 +461,8 @@ class ClusterSupervisor:
             plan_path = os.path.join(run_dir, "plan.json")
             plan.save(plan_path)  # mkstemp + rename: 0600
             os.chmod(plan_path, 0o600)
-            env = {"BITTERN_ZK_AUTH": self.auth} if self.auth else None
-            group = ProcessGroup(plan, plan_path, own, 0 in own, home=self.data_dir, env=env, fencing=True)
+            group = ProcessGroup(plan, plan_path, own, 0 in own, home=self.data_dir, fencing=True,
+                                 tmaster_env=self._tmaster_env())
         except BaseException:
             shutil.rmtree(ipc, ignore_errors=True)
             raise
@@ -470,6 +475,10 @@ class ClusterSupervisor:
             raise
         log.info("%s v%s: started containers %s (%d processes%s)", name, version, own, len(group.procs),
                  ", with the topology master" if 0 in own else "")
+
+    def _tmaster_env(self):
+        """The ZooKeeper credentials, for the topology master alone (bittern/zkauth.py)."""
+        return {zkauth.ENV_AUTH: self.auth} if self.auth else None
 
     def update_in_place(self, name, cur, asg, own, version):
         """Carry a new assignment version without restarting the containers here that
@@ -490,8 +499,8 @@ class ClusterSupervisor:
         path = cur.group.plan_path
         plan.save(path)
         os.chmod(path, 0o600)
-        env = {"BITTERN_ZK_AUTH": self.auth} if self.auth else None
-        group = ProcessGroup(plan, path, own, 0 in own, home=self.data_dir, env=env, fencing=True)
+        group = ProcessGroup(plan, path, own, 0 in own, home=self.data_dir, fencing=True,
+                             tmaster_env=self._tmaster_env())
         moved_away = []
         for key, p in cur.group.procs.items():
             if key in group.procs and cur.group.container_of(key) in kept:
@@ -538,7 +547,7 @@ class ClusterSupervisor:
                     return
         except OSError:
             pass
-        os.makedirs(ldir, exist_ok=True)
+        os.makedirs(ldir, mode=0o700, exist_ok=True)
         for n in os.listdir(ldir):
             if n.endswith(".log"):
                 os.unlink(os.path.join(ldir, n))

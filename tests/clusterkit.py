@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -85,6 +86,11 @@ class Cluster:
         self.env = dict(os.environ, PYTHONUNBUFFERED="1", BITTERN_HOME=os.path.join(self.dir, "clihome"))
         self.env.pop("BITTERN_CLUSTER", None)
         self.env.pop("BITTERN_TOKEN", None)
+        # ZooKeeper with digest credentials, as a secure cluster runs (bittern/zkauth.py)
+        self.auth = f"bittern:{secrets.token_hex(8)}"
+        self.auth_file = os.path.join(self.dir, "zk-auth")
+        with open(os.open(self.auth_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            f.write(self.auth + "\n")
 
     # -- daemons ----------------------------------------------------------------------------
     def start_nimbus(self, i=0, args=()):
@@ -93,7 +99,8 @@ class Cluster:
         data = os.path.join(self.dir, f"nimbus-{i}")
         os.makedirs(data, exist_ok=True)
         d = Daemon("nimbus", [sys.executable, "-m", "nimbus", "--zk", self.zk.hosts, "--zk-root", self.root,
-                              "--port", str(port), "--data-dir", data, "--session-timeout", "4", *args],
+                              "--port", str(port), "--data-dir", data, "--session-timeout", "4",
+                              "--zk-auth-file", self.auth_file, *args],
                    os.path.join(self.dir, f"nimbus-{i}.log"), self.env)
         d.url = f"http://127.0.0.1:{port}"
         d.data = data
@@ -122,7 +129,8 @@ class Cluster:
         os.makedirs(data, exist_ok=True)
         d = Daemon("supervisor", [*wrap, sys.executable, "-m", "supervisor", "--cluster", "--zk", self.zk.hosts,
                                   "--zk-root", self.root, "--host", host, "--slots", str(slots),
-                                  "--base-port", str(base), "--data-dir", data, "--id", sid],
+                                  "--base-port", str(base), "--data-dir", data, "--id", sid,
+                                  "--zk-auth-file", self.auth_file],
                    os.path.join(self.dir, f"sup-{sid}.log"), self.env)
         d.data = data
         d.sid = sid
@@ -203,7 +211,7 @@ class Cluster:
     def state(self):
         """A ZooKeeper state manager on this cluster's root (close it)."""
         from bittern.state.zk import ZkStateManager
-        return ZkStateManager(self.zk.hosts, root=self.root, timeout=4.0)
+        return ZkStateManager(self.zk.hosts, root=self.root, timeout=4.0, auth=self.auth)
 
     def assignment(self, name):
         with_state = self.state()

@@ -119,7 +119,7 @@ class Supervisor:
         self.log_path = os.path.join(cluster.tmp, f"{name}.log")
         self.cmd = [sys.executable, "-m", "supervisor", "--cluster", "--zk", cluster.hosts,
                     "--zk-root", cluster.root, "--host", HOST, "--slots", str(slots),
-                    "--base-port", str(self.base), "--data-dir", self.data, "--zk-auth", cluster.auth, *args]
+                    "--base-port", str(self.base), "--data-dir", self.data, "--zk-auth-file", cluster.auth_file, *args]
         self.start()
 
     def start(self):
@@ -160,6 +160,9 @@ class Cluster:
         self.root = f"/t-{uuid.uuid4().hex[:10]}"
         self.tmp = tmp
         self.auth = f"bittern:{secrets.token_hex(8)}"
+        self.auth_file = os.path.join(str(tmp), "zk-auth")
+        with open(os.open(self.auth_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            f.write(self.auth + "\n")
         self.sm = ZkStateManager(self.hosts, root=self.root, auth=self.auth)
         self.token = secrets.token_urlsafe(24)
         self.sm.put("nimbus/token", {"token": self.token})
@@ -440,7 +443,8 @@ def test_bad_flags_and_unreachable_zookeeper(tmp_path):
                        (["--cluster", "--zk", "x:1", "--data-dir", d, "--slots", "0"], "--slots"),
                        (["--cluster", "--zk", "x:1", "--data-dir", d, "--host", "0.0.0.0"], "wildcard"),
                        (["--cluster", "--zk", "x:1", "--data-dir", d, "--base-port", "65530"], "65535"),
-                       (["--cluster", "--zk", "x:1", "--data-dir", d, "--zk-auth", "nocolon"], "USER:PASSWORD"),
+                       (["--cluster", "--zk", "x:1", "--data-dir", d, "--zk-auth", "u:p"], "--zk-auth-file"),
+                       (["--cluster", "--zk", "x:1", "--data-dir", d], "--insecure"),
                        (["--cluster", "--zk", "x:1", "--data-dir", d, "--session-lost-grace", "0"],
                         "--session-lost-grace"),
                        (["--cluster", "--zk", "x:1", "--data-dir", d, "--session-lost-grace", "soon"],
@@ -452,7 +456,14 @@ def test_bad_flags_and_unreachable_zookeeper(tmp_path):
     with socket.socket() as s:
         s.bind((HOST, 0))
         port = s.getsockname()[1]
-    rc, err = run("--cluster", "--zk", f"{HOST}:{port}", "--data-dir", d, "--zk-connect-timeout", "1")
+    creds = tmp_path / "zk-auth"
+    creds.write_text("bittern:secret\n")
+    creds.chmod(0o644)  # others may read it: refused
+    rc, err = run("--cluster", "--zk", f"{HOST}:{port}", "--data-dir", d, "--zk-auth-file", str(creds))
+    assert rc == 2 and len(err) == 1 and "chmod 600" in err[0], err
+    creds.chmod(0o600)
+    rc, err = run("--cluster", "--zk", f"{HOST}:{port}", "--data-dir", d, "--zk-connect-timeout", "1",
+                  "--zk-auth-file", str(creds))
     assert rc == 1 and len(err) == 1 and "no ZooKeeper server answered" in err[0], err
     assert not processes_of(d)
 

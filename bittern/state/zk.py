@@ -25,11 +25,13 @@ import time
 import uuid
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import (BadVersionError, CancelledError, LockTimeout, NodeExistsError,
-                              NoNodeError, NotEmptyError)
+from kazoo.exceptions import (BadVersionError, CancelledError, LockTimeout, NoAuthError,
+                              NodeExistsError, NoNodeError, NotEmptyError)
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.retry import ForceRetryError
-from kazoo.security import make_digest_acl
+from kazoo.security import make_digest_acl, make_digest_acl_credential
+
+from ..errors import BitternError
 
 from .base import StateManager
 
@@ -55,6 +57,10 @@ def _decode(data):
     return json.loads(data) if data else None  # empty: a parent, not a document
 
 
+class UnsafeNode(BitternError):
+    """A node under the root is not protected by this cluster's credentials."""
+
+
 class ZkStateManager(StateManager):
     def __init__(self, hosts, root="/bittern", timeout=10.0, auth=None, on_lost=None,
                  connect_timeout=15.0):
@@ -77,12 +83,14 @@ class ZkStateManager(StateManager):
         self._ephemerals = {}  # znode path -> data, to re-create on reopen()
         self._leases = set()
         kwargs = {}
+        self._acl_id = None  # "user:hash", the digest identity every node must be owned by
         if auth is not None:
             user, sep, password = auth.partition(":")
             if not sep or not user:
                 raise ValueError("auth must be 'user:password'")
             kwargs = dict(auth_data=[("digest", auth)],
                           default_acl=[make_digest_acl(user, password, all=True)])
+            self._acl_id = make_digest_acl_credential(user, password)
         self.zk = KazooClient(
             hosts=hosts, timeout=timeout,
             # Reconnect forever, and quickly: a restarted server is back within seconds.
@@ -169,6 +177,38 @@ class ZkStateManager(StateManager):
             lease._lose("state manager closed")
         self.zk.stop()
         self.zk.close()
+
+    def verify_acls(self):
+        """With credentials: check that the root and every node under it carries this
+        identity's ACL and no other grant. A node someone else made (a planted token or
+        topology record, written before this cluster's daemons set the root's ACL) or one
+        left open by an ``--insecure`` run raises :class:`UnsafeNode` naming it: its
+        content cannot be trusted, so it is not silently fixed. Returns the number of
+        nodes checked (0 without credentials: nothing to enforce)."""
+        if self._acl_id is None:
+            return 0
+        stack, n = [self.root], 0
+        while stack:
+            zp = stack.pop()
+            try:
+                acls, _ = self._retry(self.zk.get_acls, zp)
+                kids = self._retry(self.zk.get_children, zp)
+            except NoNodeError:
+                continue  # deleted while we walked
+            except NoAuthError:
+                raise UnsafeNode(f"ZooKeeper node {zp} cannot be read with this cluster's credentials: "
+                                 f"someone else owns it; remove it (zkCli.sh deleteall {zp}) and start "
+                                 "again") from None
+            n += 1
+            others = [f"{a.id.scheme}:{a.id.id}" for a in acls
+                      if (a.id.scheme, a.id.id) != ("digest", self._acl_id)]
+            if others or not acls:
+                raise UnsafeNode(
+                    f"ZooKeeper node {zp} is not protected by this cluster's credentials (ACL grants "
+                    f"{', '.join(others) or 'nothing'}): someone else may have written it, or an --insecure "
+                    f"run left it open; remove it (zkCli.sh deleteall {zp}) and start again")
+            stack.extend(f"{zp}/{k}" for k in kids)
+        return n
 
     # -- paths ----------------------------------------------------------------------------
     def _path(self, path, root_ok=False):
