@@ -22,6 +22,7 @@ server socket's context) before ``bind``.
 from __future__ import annotations
 
 import logging
+import os
 
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
@@ -147,3 +148,64 @@ class KeyAuthenticator:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def load_or_create_keypair(path):
+    """This daemon's long-term keypair (z85 ``(public, secret)``), kept in ``path`` as
+    JSON, private to this user (0600: created so, refused otherwise)."""
+    import json
+    import stat
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        public, secret = generate()
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+            json.dump({"public": public, "secret": secret}, f)
+        os.replace(tmp, path)
+        return public, secret
+    except OSError as e:
+        raise CurveError(f"cannot read the key file {path!r}: {e.strerror}") from None
+    with os.fdopen(fd) as f:
+        mode = stat.S_IMODE(os.fstat(f.fileno()).st_mode)
+        if mode & 0o077:
+            raise CurveError(f"key file {path!r} is accessible by others (mode {mode:04o}); run: chmod 600 {path}")
+        try:
+            doc = json.load(f)
+            public, secret = _key(doc["public"], "public key"), _key(doc["secret"], "secret key")
+        except (ValueError, KeyError, TypeError) as e:
+            raise CurveError(f"key file {path!r} is not a keypair ({type(e).__name__}); delete it to make "
+                             "a new one") from None
+    if zmq.curve_public(secret) != public:
+        raise CurveError(f"key file {path!r}: the public key does not belong to the secret key")
+    return public.decode("ascii"), secret.decode("ascii")
+
+
+# Sealed boxes (libsodium's crypto_box_seal, through PyNaCl): a CURVE key is an X25519
+# key, so a container's secret can travel through ZooKeeper encrypted to the public key
+# of the one supervisor that runs the container; only that supervisor can open it.
+
+def seal(secret, recipient_public):
+    """``secret`` (z85) encrypted to ``recipient_public`` (z85), as base64 text."""
+    import base64
+
+    from nacl.public import PublicKey, SealedBox
+    box = SealedBox(PublicKey(zmq.utils.z85.decode(_key(recipient_public, "recipient public key"))))
+    return base64.b64encode(box.encrypt(_key(secret, "secret key"))).decode("ascii")
+
+
+def unseal(sealed, own_secret):
+    """The z85 secret in ``sealed`` (from :func:`seal`), opened with ``own_secret``;
+    :class:`CurveError` if it was not sealed to this key or was altered."""
+    import base64
+    import binascii
+
+    from nacl.exceptions import CryptoError
+    from nacl.public import PrivateKey, SealedBox
+    try:
+        data = base64.b64decode(str(sealed).encode("ascii"), validate=True)
+        opened = SealedBox(PrivateKey(zmq.utils.z85.decode(_key(own_secret, "secret key")))).decrypt(data)
+    except (CryptoError, binascii.Error, UnicodeEncodeError, ValueError):
+        raise CurveError("a sealed key cannot be opened with this supervisor's key (sealed to another "
+                         "supervisor, or altered)") from None
+    return _key(opened, "sealed secret key").decode("ascii")

@@ -26,7 +26,7 @@ from bittern.rebalance import MARKER as REBALANCE_MARKER, RebalanceError, plan_s
 from bittern.wire import Op
 from bittern.runplan import placed_versions
 
-from .scheduler import NoSlots, assignment, kept_placement, place, stranded, used_slots
+from .scheduler import NoSlots, assignment, container_keys, kept_placement, place, stranded, used_slots
 from .source import ClusterSource
 
 log = logging.getLogger("bittern.nimbus")
@@ -212,6 +212,15 @@ class Nimbus:
                 asgs[name] = new
             self._serve_scale_request(name)
 
+    @staticmethod
+    def _keys(containers, placement, sups, old=None):
+        """The containers' CURVE keys, sealed to their supervisors (scheduler.container_keys);
+        a supervisor without a public key makes the topology wait, as for a slot."""
+        try:
+            return container_keys(containers, placement, sups, old)
+        except ValueError as e:
+            raise NoSlots(str(e)) from None
+
     def _schedule(self, name, rec, asg, sups, asgs):
         """A new assignment for ``name`` if it needs one (first placement, or containers
         on supervisors that are gone), written; None if nothing changed."""
@@ -222,7 +231,7 @@ class Nimbus:
             keep = kept_placement(asg, sups)
             packing = PackingPlan.from_dict(asg["packing"])
             placement = place(packing.containers, sups, used_slots(asgs, skip=name), keep)
-            keys = {int(c): k for c, k in (asg.get("keys") or {}).items()} or None
+            keys = asg.get("keys") and self._keys(packing.containers, placement, sups, asg.get("keys"))
             since = {c: v for c, v in placed_versions(asg).items() if c in keep}  # moved ones: the new version
             doc = assignment(packing, placement, sups, asg.get("version", 0) + 1, keys, since=since)
             log.warning("topology %s: containers %s lost their supervisor; moved to %s (version %d)",
@@ -233,7 +242,7 @@ class Nimbus:
             placement = place(packing.containers, sups, used_slots(asgs))
             keys = None
             if rec["config"].get("bittern.cluster.curve", True) and curve.available():
-                keys = {c: dict(zip(("public", "secret"), curve.generate())) for c in packing.containers}
+                keys = self._keys(packing.containers, placement, sups)
             doc = assignment(packing, placement, sups, 1, keys)
             log.info("topology %s placed: %s", name,
                      {c: f"{w['supervisor']}#{w['slot']}" for c, w in sorted(placement.items())})
@@ -492,12 +501,12 @@ class RebalanceDeployer:
             placement = place(packing.containers, sups, used_slots(asgs, skip=name), keep)
         except NoSlots as e:
             raise RebalanceError(f"no slots for the new plan: {e}", "failed") from None
-        keys = {int(c): k for c, k in (old.get("keys") or {}).items()} or None
-        if keys is not None:
-            for c in packing.containers:
-                if c not in keys:
-                    keys[c] = dict(zip(("public", "secret"), curve.generate()))
-            keys = {c: k for c, k in keys.items() if c in packing.containers}
+        keys = None
+        if old.get("keys"):
+            try:
+                keys = container_keys(packing.containers, placement, sups, old.get("keys"))
+            except ValueError as e:
+                raise RebalanceError(str(e), "failed") from None
         doc = assignment(packing, placement, sups, int(old.get("version") or 0) + 1, keys)
         self.old_pid = (state.status(name) or {}).get("pid")
         n._write(lambda: state.put(f"topologies/{name}", rec))

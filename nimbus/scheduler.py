@@ -107,3 +107,28 @@ def kept_placement(asg, live):
     """The placements of an assignment on live supervisors, as ``{container: {...}}``."""
     return {int(c): {"supervisor": w["supervisor"], "host": w["host"], "slot": w["slot"]}
             for c, w in (asg.get("containers") or {}).items() if w["supervisor"] in live}
+
+
+def container_keys(containers, placement, supervisors, old=None):
+    """The CURVE keys of an assignment: ``{container: {"public", "sealed", "to"}}``. A
+    container's secret never sits in ZooKeeper in the clear: it is sealed to the public
+    key of the supervisor that runs it (bittern/curve.py ``seal``). A container that
+    stays on the supervisor it had in ``old`` (the previous assignment's keys) keeps its
+    keypair; one placed anew gets a fresh one, so the copy it left behind holds a key
+    that nobody admits any more. Raises ValueError naming a supervisor without a key."""
+    from bittern import curve
+    old = {int(c): k for c, k in (old or {}).items()}
+    keys = {}
+    for c in containers:
+        sup = placement[c]["supervisor"]
+        prev = old.get(c) or {}
+        if prev.get("to") == sup and prev.get("sealed") and prev.get("public"):
+            keys[c] = prev
+            continue
+        recipient = (supervisors.get(sup) or {}).get("public_key")
+        if not recipient:
+            raise ValueError(f"supervisor {sup!r} published no public key (an older release?): "
+                             f"container {c}'s key cannot be sealed to it")
+        public, secret = curve.generate()
+        keys[c] = {"public": public, "sealed": curve.seal(secret, recipient), "to": sup}
+    return keys

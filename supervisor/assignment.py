@@ -6,7 +6,7 @@ Nimbus writes ``assignments/NAME`` (docs/CLUSTER.md)::
      "containers": {"0": {"supervisor": "h1-6700", "host": "h1", "slot": 0}, ...},
      "tmaster": "tcp://h1:6701",
      "stmgrs": {"0": {"tcp": "tcp://h1:6700"}, "1": {"tcp": "tcp://h2:6702"}, ...},
-     "keys": {"0": {"public": z85, "secret": z85}, ...}}          (keys: optional)
+     "keys": {"0": {"public": z85, "sealed": b64, "to": "h1-6700"}, ...}}   (keys: optional)
 
 and ``topologies/NAME`` holds ``definition``, the merged ``config`` and
 ``code: {digest, entry}``. A supervisor builds one run plan per assignment
@@ -19,7 +19,9 @@ version from those two documents:
 * ``home`` is the supervisor's data directory (logs in ``home/logs/NAME``),
   ``state_url`` the ZooKeeper the supervisor uses (the topology master writes
   ``status/NAME`` there);
-* ``keys`` keeps every public key and only the secrets of its own containers;
+* ``keys`` keeps every public key and only the secrets of its own containers, which
+  nimbus sealed to this supervisor's public key (``sealed``; bittern/curve.py): no
+  secret is in ZooKeeper in the clear;
 * ``placed`` is each container's fencing token: the assignment version it was placed
   at (``since``; streammgr/fencing.py);
 * the definition's ``source`` is pointed at the extracted code archive, so
@@ -30,6 +32,7 @@ from __future__ import annotations
 import copy
 import os
 
+from bittern import curve
 from bittern.api.topology import TopologyDef
 from bittern.loader import code_paths
 from bittern.packing import PackingPlan
@@ -88,9 +91,11 @@ def localize_source(definition, topology_file):
     return d
 
 
-def build_plan(name, rec, asg, sup_id, home, topology_file, ipc, state_url):
+def build_plan(name, rec, asg, sup_id, home, topology_file, ipc, state_url, own_secret=None):
     """The run plan of this supervisor's part of ``asg`` (see the module docstring).
-    ``ipc`` is the directory of its local sockets. Returns ``(plan, own containers)``."""
+    ``ipc`` is the directory of its local sockets; ``own_secret`` this supervisor's
+    secret key, which opens its containers' sealed CURVE secrets. Returns ``(plan, own
+    containers)``."""
     own = own_containers(asg, sup_id)
     if not own:
         raise AssignmentError(f"assignment of {name!r} gives supervisor {sup_id!r} no container")
@@ -114,8 +119,20 @@ def build_plan(name, rec, asg, sup_id, home, topology_file, ipc, state_url):
         raise AssignmentError(f"containers {missing} are placed but not in the packing plan")
     keys = None
     if asg.get("keys"):
-        keys = {int(c): {"public": k.get("public"), "secret": k.get("secret") if int(c) in own else None}
-                for c, k in asg["keys"].items()}
+        keys = {}
+        for c, k in asg["keys"].items():
+            c, k = int(c), k if isinstance(k, dict) else {}
+            secret = None
+            if c in own:
+                if not k.get("sealed") or own_secret is None:
+                    raise AssignmentError(f"the assignment carries no sealed key for container {c}")
+                try:
+                    secret = curve.unseal(k["sealed"], own_secret)
+                except curve.CurveError as e:
+                    raise AssignmentError(f"container {c}: {e}") from None
+                if curve.public_of(secret) != k.get("public"):
+                    raise AssignmentError(f"container {c}: its sealed secret key does not match its public key")
+            keys[c] = {"public": k.get("public"), "secret": secret}
     hosts = {int(c): w.get("host") for c, w in asg["containers"].items()}
     plan = RunPlan(name, home, tdef, packing, tmaster, stmgrs, config,
                    state_url=state_url, keys=keys, hosts=hosts, placed=placed_versions(asg))

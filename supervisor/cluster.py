@@ -55,7 +55,7 @@ from bittern.state.zk import ZkStateManager
 
 from .assignment import AssignmentError, build_plan, code_of, entry_path, own_containers, version_of
 from .logserver import LogServer
-from bittern import zkauth
+from bittern import curve, zkauth
 from bittern.privdir import private_dir
 
 from .procs import ProcessGroup, ipc_base, ipc_dir, stop_groups
@@ -135,6 +135,8 @@ class ClusterSupervisor:
     def start(self):
         private_dir(self.data_dir, "supervisor data directory")  # plans with CURVE secrets, logs
         self._lock_data_dir()
+        # nimbus seals each container's CURVE secret to this key (bittern/curve.py seal)
+        self.keypair = curve.load_or_create_keypair(self._path("supervisor.key"))
         # our children died with our previous run (PR_SET_PDEATHSIG): their plans and
         # sockets are stale
         shutil.rmtree(self._path("run"), ignore_errors=True)
@@ -177,7 +179,7 @@ class ClusterSupervisor:
 
     def registration(self):
         return {"id": self.id, "host": self.host, "slots": self.slots, "base_port": self.base_port,
-                "log_url": self.log_url, "cpu_count": os.cpu_count(),
+                "log_url": self.log_url, "public_key": self.keypair[0], "cpu_count": os.cpu_count(),
                 "memory_mb": psutil.virtual_memory().total // (1024 * 1024), "pid": os.getpid(),
                 "started": self.started}
 
@@ -454,7 +456,8 @@ class ClusterSupervisor:
         run_dir = self._path("run", name)
         ipc = ipc_dir(self._ipc_sub)
         try:
-            plan, own = build_plan(name, rec, asg, self.id, self.data_dir, topology_file, ipc, self.state_url)
+            plan, own = build_plan(name, rec, asg, self.id, self.data_dir, topology_file, ipc, self.state_url,
+                                   own_secret=self.keypair[1])
             os.makedirs(self._path("run"), mode=0o700, exist_ok=True)
             shutil.rmtree(run_dir, ignore_errors=True)
             os.makedirs(run_dir, mode=0o700)
@@ -495,7 +498,8 @@ class ClusterSupervisor:
         if not kept or rec is None or code_of(rec)[0] != cur.digest:
             return False
         topology_file = entry_path(self.fetch_code(cur.digest), code_of(rec)[1])
-        plan, own = build_plan(name, rec, asg, self.id, self.data_dir, topology_file, cur.ipc, self.state_url)
+        plan, own = build_plan(name, rec, asg, self.id, self.data_dir, topology_file, cur.ipc, self.state_url,
+                              own_secret=self.keypair[1])
         path = cur.group.plan_path
         plan.save(path)
         os.chmod(path, 0o600)

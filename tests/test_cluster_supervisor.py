@@ -276,7 +276,11 @@ def test_two_supervisors_split_word_count(cluster, tmp_path):
     n = 2000
     packing = cluster.submit("wc", WORD_COUNT, [f"wordcount.sentences={n}", f"wordcount.output.dir={out}"])
     assert sorted(packing.containers) == [0, 1]
-    keys = {c: dict(zip(("public", "secret"), curve.generate())) for c in (0, 1)}
+    pairs = {c: dict(zip(("public", "secret"), curve.generate())) for c in (0, 1)}
+    # as nimbus does: each secret sealed to the public key its supervisor registered
+    keys = {c: {"public": pairs[c]["public"], "to": s.id,
+                "sealed": curve.seal(pairs[c]["secret"], cluster.sm.get(f"supervisors/{s.id}")["public_key"])}
+            for c, s in ((0, a), (1, b))}
     cluster.assign("wc", {0: (a, 0), 1: (b, 0)}, keys=keys)
     st = cluster.status("wc", "RUNNING")
     assert st["tmaster"] == f"tcp://{HOST}:{a.base + 1}" and st["host"] == HOST
@@ -294,7 +298,7 @@ def test_two_supervisors_split_word_count(cluster, tmp_path):
     assert stat.S_IMODE(os.stat(plan_path).st_mode) == 0o600
     plan = RunPlan.load(plan_path)
     assert plan.stmgrs[0] == {"tcp": f"tcp://{HOST}:{a.base}"} and "ipc" in plan.stmgrs[1]
-    assert plan.keys == {0: {"public": keys[0]["public"], "secret": None}, 1: keys[1]}
+    assert plan.keys == {0: {"public": pairs[0]["public"], "secret": None}, 1: pairs[1]}
     assert plan.state_url == f"zk://{cluster.hosts}{cluster.root}" and plan.home == b.data
     assert plan.topology.source["file"].startswith(os.path.join(b.data, "code", ""))
 

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from bittern import archive
+from bittern import archive, curve
 from bittern.loader import load_topology
 from bittern.packing import round_robin
 from bittern.runplan import RunPlan
@@ -23,13 +23,19 @@ def extracted(tmp_path):
     return code, arch
 
 
+SUP2 = dict(zip(("public", "secret"), curve.generate()))  # supervisor h2-6700's keypair
+PAIRS = {c: dict(zip(("public", "secret"), curve.generate())) for c in (0, 1)}
+SEALED_TO = {0: dict(zip(("public", "secret"), curve.generate()))["public"], 1: SUP2["public"]}
+
+
 def assignment(packing):
     return {"version": 4, "packing": packing.to_dict(),
             "containers": {"0": {"supervisor": "h1-6700", "host": "h1", "slot": 0},
                            "1": {"supervisor": "h2-6700", "host": "h2", "slot": 1}},
             "tmaster": "tcp://h1:6701",
             "stmgrs": {"0": {"tcp": "tcp://h1:6700"}, "1": {"tcp": "tcp://h2:6702"}},
-            "keys": {"0": {"public": "P0", "secret": "S0"}, "1": {"public": "P1", "secret": "S1"}}}
+            "keys": {str(c): {"public": PAIRS[c]["public"], "sealed": curve.seal(PAIRS[c]["secret"], SEALED_TO[c])}
+                     for c in (0, 1)}}
 
 
 def record(tdef):
@@ -50,12 +56,13 @@ def test_plan_of_the_second_host(extracted, tmp_path):
     packing = round_robin({c.name: c.par for c in tdef.components.values()}, 2)
     entry = entry_path(code, arch.entry)
     plan, own = build_plan("wc", record(tdef), assignment(packing), "h2-6700", "/data", entry, "/tmp/x",
-                           "zk://h:2181/bittern")
+                           "zk://h:2181/bittern", own_secret=SUP2["secret"])
     assert own == [1]
     assert plan.tmaster == "tcp://h1:6701" and plan.home == "/data"
     assert plan.stmgrs == {0: {"tcp": "tcp://h1:6700"},
                            1: {"tcp": "tcp://h2:6702", "ipc": "ipc:///tmp/x/c1", "ctl": "ipc:///tmp/x/k1"}}
-    assert plan.keys == {0: {"public": "P0", "secret": None}, 1: {"public": "P1", "secret": "S1"}}
+    # every public key; the secret only of its own container, opened with its own key
+    assert plan.keys == {0: {"public": PAIRS[0]["public"], "secret": None}, 1: PAIRS[1]}
     assert plan.hosts == {0: "h1", 1: "h2"} and plan.state_url == "zk://h:2181/bittern"
     assert plan.topology.source["file"] == entry and entry.startswith(code)
     assert plan.topology.source["sys_path"][0] == os.path.join(code, "topologies")
@@ -87,6 +94,23 @@ def test_bad_inputs_are_refused(extracted):
         build_plan("wc", record(tdef), asg, "h2-6700", "/d", entry, "/tmp/x", None)
     with pytest.raises(AssignmentError, match="malformed"):
         build_plan("wc", {"config": {}}, assignment(packing), "h2-6700", "/d", entry, "/tmp/x", None)
+    # container 1's secret is sealed to h2-6700's key: another key cannot open it, an altered
+    # one does not open, a plaintext "secret" is not taken, a swapped public key is caught
+    other = curve.generate()[1]
+    with pytest.raises(AssignmentError, match="container 1: a sealed key cannot be opened"):
+        build_plan("wc", record(tdef), assignment(packing), "h2-6700", "/d", entry, "/tmp/x", None, own_secret=other)
+    asg = assignment(packing)
+    asg["keys"]["1"]["sealed"] = asg["keys"]["1"]["sealed"][:-8] + "AAAAAAA="
+    with pytest.raises(AssignmentError, match="container 1"):
+        build_plan("wc", record(tdef), asg, "h2-6700", "/d", entry, "/tmp/x", None, own_secret=SUP2["secret"])
+    asg = assignment(packing)
+    asg["keys"]["1"] = {"public": PAIRS[1]["public"], "secret": PAIRS[1]["secret"]}
+    with pytest.raises(AssignmentError, match="no sealed key for container 1"):
+        build_plan("wc", record(tdef), asg, "h2-6700", "/d", entry, "/tmp/x", None, own_secret=SUP2["secret"])
+    asg = assignment(packing)
+    asg["keys"]["1"]["public"] = PAIRS[0]["public"]
+    with pytest.raises(AssignmentError, match="does not match its public key"):
+        build_plan("wc", record(tdef), asg, "h2-6700", "/d", entry, "/tmp/x", None, own_secret=SUP2["secret"])
     with pytest.raises(AssignmentError, match="code"):
         code_of({"definition": {}})
     assert code_of(record(tdef)) == ("d" * 64, "topologies/word_count.py")

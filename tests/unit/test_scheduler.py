@@ -79,3 +79,26 @@ def test_log_files_map_to_their_containers():
     assert _container_of("supervisor.log", asg, "y") == 1  # no container in the name: the supervisor's
     assert _file_names(["a.log", {"file": "b.log"}]) == ["a.log", "b.log"]
     assert _file_names({"files": ["c.log"]}) == ["c.log"]
+
+
+def test_container_keys_are_sealed_to_their_supervisor_and_renewed_when_moved():
+    from bittern import curve
+    from nimbus.scheduler import container_keys
+    sup = {s: dict(zip(("public", "secret"), curve.generate())) for s in ("a", "b")}
+    regs = {s: {"public_key": k["public"]} for s, k in sup.items()}
+    placement = {0: {"supervisor": "a"}, 1: {"supervisor": "b"}}
+    keys = container_keys([0, 1], placement, regs)
+    for c, s in ((0, "a"), (1, "b")):
+        assert set(keys[c]) == {"public", "sealed", "to"} and keys[c]["to"] == s  # no secret in the clear
+        secret = curve.unseal(keys[c]["sealed"], sup[s]["secret"])
+        assert curve.public_of(secret) == keys[c]["public"]
+        other = "b" if s == "a" else "a"
+        with pytest.raises(curve.CurveError):
+            curve.unseal(keys[c]["sealed"], sup[other]["secret"])
+    # container 1 moves to a: a fresh keypair sealed to a; container 0 stays and keeps its own
+    moved = container_keys([0, 1], {0: {"supervisor": "a"}, 1: {"supervisor": "a"}}, regs, old=keys)
+    assert moved[0] == keys[0]
+    assert moved[1]["public"] != keys[1]["public"] and moved[1]["to"] == "a"
+    assert curve.public_of(curve.unseal(moved[1]["sealed"], sup["a"]["secret"])) == moved[1]["public"]
+    with pytest.raises(ValueError, match="supervisor 'c' published no public key"):
+        container_keys([0], {0: {"supervisor": "c"}}, {"c": {}})
