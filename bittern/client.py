@@ -11,12 +11,19 @@ from .errors import BitternError
 
 
 class TMClient:
-    def __init__(self, endpoint):
+    """``curve``: ``(server public key, own public key, own secret key)`` for a topology
+    master that is a CURVE server (cluster mode: nimbus is its only client); None in
+    local mode, where its ipc socket is in a directory only this user can enter."""
+
+    def __init__(self, endpoint, curve=None):
         self.endpoint = endpoint
         self._ctx = zmq.Context()
         self.sock = self._ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.IDENTITY, b"q" + uuid.uuid4().hex[:12].encode())
         self.sock.setsockopt(zmq.LINGER, 0)
+        if curve is not None:
+            from . import curve as _curve
+            _curve.client_options(self.sock, *curve)
         self.sock.connect(endpoint)
         self._req = 0
 

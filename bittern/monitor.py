@@ -53,13 +53,17 @@ class LocalSource:
             raise TopologyGone(f"topology {name!r} is not running")
         return self._client_for(name, status["tmaster"])
 
+    def tm_curve(self, name):
+        """The CURVE keys to reach ``name``'s topology master (None: local mode, no CURVE)."""
+        return None
+
     def _client_for(self, name, endpoint):
         """The cached client of ``name``'s topology master, anew if it moved."""
         cached = self._clients.get(name)
         if cached and cached[0] == endpoint:
             return cached[1]
         self.drop(name)
-        client = TMClient(endpoint)
+        client = TMClient(endpoint, curve=self.tm_curve(name))
         self._clients[name] = (endpoint, client)
         return client
 

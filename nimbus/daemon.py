@@ -65,7 +65,10 @@ class Nimbus:
         self.cluster_conf = dict(cluster_conf or {})  # cluster-wide settings (nimbus/store.py)
         self.store_lock = threading.Lock()  # a store's preparation and its removal at kill (store.py)
         self.nid = url
-        self.source = ClusterSource(state)
+        # nimbus's own keypair: topology masters (CURVE servers in cluster mode) admit its
+        # public key, which it registers in nimbus/hosts
+        self.keypair = curve.load_or_create_keypair(os.path.join(data_dir, "nimbus.key"))
+        self.source = ClusterSource(state, self.keypair)
         self.wake = threading.Event()
         self.stopping = threading.Event()
         self.lease = None  # set while leading
@@ -98,7 +101,8 @@ class Nimbus:
 
     def register(self):
         self.state.ephemeral(f"nimbus/hosts/{self._node_id()}", {"id": self.nid, "url": self.url,
-                                                               "pid": os.getpid(), "started": time.time()})
+                                                               "pid": os.getpid(), "started": time.time(),
+                                                               "public_key": self.keypair[0]})
 
     def _node_id(self):
         return self.url.split("://", 1)[-1].replace("/", "_").replace(":", "_")
@@ -390,7 +394,7 @@ class Nimbus:
         status = self.state.status(name) or {}
         missing = []
         if self.source.phase(name) in ("RUNNING", "PAUSED") and status.get("tmaster"):
-            with TMClient(status["tmaster"]) as client:
+            with TMClient(status["tmaster"], curve=self.source.tm_curve(name)) as client:
                 rep = client.request(Op.ACTIVATE if active else Op.DEACTIVATE, timeout=10.0)
             missing = rep.get("missing") or []
         return {"name": name, "state": want, "missing": missing}

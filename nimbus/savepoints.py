@@ -96,7 +96,7 @@ def take(nimbus, name, body):
     try:
         sp.check_target(target)
         tdef = TopologyDef.from_dict(rec["definition"])
-        with TMClient(status["tmaster"]) as tm:
+        with TMClient(status["tmaster"], curve=n.source.tm_curve(name)) as tm:
             doc = sp.take(tm, store, tdef, conf, settings.key_groups, target,
                           deactivate=(lambda: n.set_active(name, False)) if deactivate else None,
                           say=lambda line: log.info("savepoint of %s: %s", name, line))
@@ -185,14 +185,14 @@ def remember_killed(nimbus, name, status):
         if now - v[2] > KILLED_MEMORY_SECS:
             nimbus.killed.pop(k, None)
     if status.get("tmaster"):
-        nimbus.killed[name] = (status["tmaster"], status.get("pid"), now)
+        nimbus.killed[name] = (status["tmaster"], status.get("pid"), now, nimbus.source.tm_curve(name))
 
 
-def still_answers(name, endpoint, pid):
+def still_answers(name, endpoint, pid, curve=None):
     """Whether the topology master ``pid`` of ``name`` still answers at ``endpoint``
     (another process answering there, e.g. a new topology's on the same slot, is not it)."""
     try:
-        with TMClient(endpoint) as tm:
+        with TMClient(endpoint, curve=curve) as tm:
             doc = tm.request(Op.GET_METRICS, timeout=GONE_PROBE_SECS)
     except BitternError:
         return False
@@ -205,9 +205,9 @@ def wait_killed(nimbus, name, secs):
     note = nimbus.killed.get(name)
     if note is None:
         return True
-    endpoint, pid, _ = note
+    endpoint, pid, _, keys = note
     deadline = time.monotonic() + secs
-    while still_answers(name, endpoint, pid):
+    while still_answers(name, endpoint, pid, keys):
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.2)

@@ -14,6 +14,18 @@ from bittern.monitor import LocalSource, TopologyGone
 
 
 class ClusterSource(LocalSource):
+    """``keypair``: nimbus's own ``(public, secret)``; topology masters admit it (they
+    read nimbus/hosts), and its CURVE server key is container 0's public key."""
+
+    def __init__(self, state, keypair=None, timeout=5.0):
+        super().__init__(state, timeout=timeout)
+        self.keypair = keypair
+
+    def tm_curve(self, name, asg=None):
+        asg = asg if asg is not None else (self.state.assignment(name) or {})
+        server = ((asg.get("keys") or {}).get("0") or {}).get("public")
+        return (server, *self.keypair) if server and self.keypair else None
+
     def live_supervisors(self):
         return set(self.state.children("supervisors"))
 

@@ -118,7 +118,9 @@ def plan_changes(old, new, container, peers, keys, allowed_now):
         for c in out.moved:
             if not str(new.stmgrs[c]["tcp"]).startswith("tcp://"):
                 out.conflicts.append(f"container {c}'s tcp endpoint {new.stmgrs[c]['tcp']!r}")
-        out.tm_moved = new.tmaster != old.tmaster
+        # (the topology master's CURVE server key is container 0's: a new key is a new server)
+        out.tm_moved = new.tmaster != old.tmaster or (
+            new_keys is not None and keys is not None and new_keys[0]["public"] != keys[0]["public"])
         if out.tm_moved and not str(new.tmaster).startswith("tcp://"):
             out.conflicts.append(f"the topology master endpoint {new.tmaster!r}")
         if allowed_now is not None:

@@ -189,6 +189,9 @@ class StreamManager(PlanReload, FencedStop):
         self.tm = self._zctx.socket(zmq.DEALER)
         self.tm.setsockopt(zmq.IDENTITY, wire.stmgr_identity(self.container, self.placed))
         self.tm.setsockopt(zmq.LINGER, 0)
+        if self.keys is not None:  # cluster mode: the topology master is a CURVE server (container 0's key)
+            mine = self.keys[self.container]
+            curve.client_options(self.tm, self.keys[0]["public"], mine["public"], mine["secret"])
         self.tm.connect(self.plan.tmaster)
 
     def _close(self):
