@@ -117,11 +117,11 @@ class Cluster:
         except OSError:
             return False
 
-    def start_supervisor(self, sid, slots=None, wrap=()):
+    def start_supervisor(self, sid, slots=None, wrap=(), args=()):
         """Each supervisor gets its own loopback address (127.0.0.2, .3, ...: Linux
         routes all of 127/8 to lo), so containers on different "hosts" really talk
         over different addresses. ``wrap``: a command prefix that execs the rest (e.g.
-        ``unshare`` to give this "host" its own view of a mount)."""
+        ``unshare`` to give this "host" its own view of a mount); ``args``: more options."""
         slots = slots or self.slots
         host = self.hosts.setdefault(sid, f"127.0.0.{len(self.hosts) + 2}")
         base = free_range(2 * slots + 1) + 1  # the log server takes base - 1
@@ -130,7 +130,7 @@ class Cluster:
         d = Daemon("supervisor", [*wrap, sys.executable, "-m", "supervisor", "--cluster", "--zk", self.zk.hosts,
                                   "--zk-root", self.root, "--host", host, "--slots", str(slots),
                                   "--base-port", str(base), "--data-dir", data, "--id", sid,
-                                  "--zk-auth-file", self.auth_file],
+                                  "--zk-auth-file", self.auth_file, *args],
                    os.path.join(self.dir, f"sup-{sid}.log"), self.env)
         d.data = data
         d.sid = sid
