@@ -18,9 +18,10 @@ The tcp port is the one door other hosts can knock on, so it trusts nothing:
   a known kind, a destination task of this container, a control payload that
   decodes to a backpressure announcement of the sender's own container. Anything
   else is dropped and counted (``malformed``), and logged at most once a second.
-* Handshakes that fail on the tcp port (a CURVE key not in the plan, a client
-  without CURVE or with the wrong server key) are seen through a socket monitor,
-  counted (``denied``) and logged at most once a second.
+* Connections to the tcp port that end without a completed handshake (a CURVE key
+  not in the plan, a client without CURVE or with the wrong server key, bytes that are
+  not ZMTP) are seen through a socket monitor (streammgr/handshakes.py), counted
+  (``denied``) and logged at most once a second.
 
 Both counters travel with the others (``local``, ``peer``, ``dropped``,
 ``from_peers``) in the heartbeat to the topology master.
@@ -57,6 +58,7 @@ from .backpressure import ANNOUNCE, SPOUTS, Backpressure
 from bittern.lograte import Throttle
 from .fenceio import FencedStop
 from .fencing import OLDER, Fence, PeerIds
+from .handshakes import EVENTS as HANDSHAKE_EVENTS, HandshakeLedger
 from .planfile import HANGUP, plan_keys
 from .reload import PlanReload
 from .routing import LOCAL, PEER, OutQueues, RoutingTable
@@ -69,11 +71,6 @@ SNDHWM = 100  # batches a socket holds per peer before the stream manager queues
 # Batches in flight toward one instance: it returns credit as it reads them. Beyond this,
 # batches wait in the stream manager's queue, where backpressure can see them.
 WINDOW = 32
-# handshake failures on the tcp port, as the socket monitor reports them
-DENIED_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                 | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
-_PROTOCOL_ERRORS = {getattr(zmq, n): n[len("PROTOCOL_ERROR_"):].lower()
-                    for n in dir(zmq) if n.startswith("PROTOCOL_ERROR_")}
 
 
 class StreamManager(PlanReload, FencedStop):
@@ -164,7 +161,9 @@ class StreamManager(PlanReload, FencedStop):
             if not any(isinstance(f, Throttle) for f in curve_log.filters):
                 curve_log.addFilter(Throttle())  # one line a second, however fast strangers knock
             curve.server_options(self.inbound, mine["secret"], mine["public"])
-        self.monitor = self.inbound.get_monitor_socket(DENIED_EVENTS)
+        # every connection that ends without a completed handshake is a refusal (handshakes.py)
+        self.handshakes = HandshakeLedger(curve=mine is not None)
+        self.monitor = self.inbound.get_monitor_socket(HANDSHAKE_EVENTS)
         self.inbound.bind(me["tcp"])
         for c in self.table.peers:
             self._connect_peer(c)
@@ -590,18 +589,10 @@ class StreamManager(PlanReload, FencedStop):
             except ValueError:  # not the two frames a monitor event has
                 continue
             event, value = struct.unpack("=HI", ev[:6]) if len(ev) >= 6 else (0, 0)
-            if not event & DENIED_EVENTS:
+            why = self.handshakes.event(event, value)  # (streammgr/handshakes.py)
+            if why is None:
                 continue
-            self.counters["denied"] += 1
-            if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH:
-                why = f"its CURVE key is not one of this topology's (ZAP status {value})"
-            elif event == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL:
-                why = f"protocol error: {_PROTOCOL_ERRORS.get(value, hex(value))}"
-                if self.auth is not None and value in (zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH,
-                                                       zmq.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC):
-                    why += " (a client without CURVE, or with the wrong server key)"
-            else:
-                why = "the handshake failed"
+            self.counters["denied"] = self.handshakes.denied
             t = self._denied_log
             if t.ready():
                 log.warning("tcp port %s: refused a connection: %s (%d more refused since the last "

@@ -12,8 +12,9 @@ Mixed into :class:`streammgr.tmaster.TopologyMaster`.
   ZAP user id, and :meth:`TmAuth.caller_ok` binds what a sender may say to who it is:
   a stream manager identity ``s<C>@<V>`` only from container C's key, a request
   identity ``q...`` only from a nimbus key. Anything else is dropped and counted in
-  ``counters["denied"]``, as are handshakes refused (a key not admitted, a client
-  without CURVE, garbage that is not ZMTP), seen through a socket monitor.
+  ``counters["denied"]``, as are connections that end without a completed handshake
+  (a key not admitted, a client without CURVE, bytes that are not ZMTP), seen through
+  a socket monitor (streammgr/handshakes.py).
 """
 from __future__ import annotations
 
@@ -25,12 +26,11 @@ import zmq
 
 from bittern import curve, wire
 
+from .handshakes import EVENTS as HANDSHAKE_EVENTS, HandshakeLedger
+
 log = logging.getLogger("bittern.tmaster")
 
 CLIENTS_SECS = 2.0
-# handshake failures, as the socket monitor reports them
-DENIED_EVENTS = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
-                 | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 
 
 class TmAuth:
@@ -53,7 +53,8 @@ class TmAuth:
         self.auth = curve.KeyAuthenticator(self._zctx, self._key_container).start()
         self.refresh_clients(time.monotonic())
         curve.server_options(self.sock, mine["secret"], mine["public"])
-        self._auth_monitor = self.sock.get_monitor_socket(DENIED_EVENTS)
+        self._handshakes = HandshakeLedger()
+        self._auth_monitor = self.sock.get_monitor_socket(HANDSHAKE_EVENTS)
 
     def refresh_clients(self, now):
         """Re-read the nimbus daemons' public keys (every CLIENTS_SECS)."""
@@ -90,7 +91,7 @@ class TmAuth:
         return False
 
     def drain_auth_monitor(self):
-        """Count the handshakes the CURVE server refused."""
+        """Count the connections the CURVE server refused."""
         mon = self._auth_monitor
         if mon is None:
             return
@@ -102,8 +103,9 @@ class TmAuth:
             except ValueError:
                 continue
             event, value = struct.unpack("=HI", ev[:6]) if len(ev) >= 6 else (0, 0)
-            if event & DENIED_EVENTS:
-                self._denied(f"refused a connection (handshake event {event:#x}, value {value:#x})")
+            why = self._handshakes.event(event, value)
+            if why is not None:
+                self._denied(f"refused a connection: {why}")
 
     def _denied(self, what):
         self.counters["denied"] += 1
