@@ -18,7 +18,9 @@ yields the same digest and supervisors can cache by it.
 
 ``extract`` treats its input as hostile (it came over the network): only regular
 files and directories with relative, ``..``-free names are accepted; links,
-devices, fifos and setuid/setgid bits are refused with an error naming the member.
+devices, fifos and setuid/setgid bits are refused with an error naming the member,
+and so is an archive of more than ``MAX_MEMBERS`` members (``build`` refuses to pack
+more files than that too).
 It writes into a temporary directory beside ``dest`` and renames it into place, so
 a crash leaves either no ``dest`` or a complete one (plus, at worst, a stale
 ``.<dest>.tmp-*`` directory beside it).
@@ -42,6 +44,7 @@ from .loader import code_paths
 
 MAX_BYTES = 64 * 1024 * 1024  # largest archive build() makes
 MAX_UNPACKED_BYTES = 1024 * 1024 * 1024  # most bytes extract() writes (gzip bombs)
+MAX_MEMBERS = 10_000  # most files build() packs and members (files and directories) extract() takes
 # build() gives up walking once the files found add up to this many times max_bytes: no
 # code tree compresses that well, and a topology file saved in $HOME must not read $HOME
 WALK_FACTOR = 16
@@ -68,12 +71,13 @@ def digest_of(data):
     return hashlib.sha256(data).hexdigest()
 
 
-def build(topology_file, extra_paths=(), max_bytes=MAX_BYTES):
+def build(topology_file, extra_paths=(), max_bytes=MAX_BYTES, max_members=MAX_MEMBERS):
     """Pack the code of ``topology_file`` (see the module docstring for the layout).
 
     ``extra_paths`` (files or directories) are added at the archive root under their
     base names. A single file larger than ``max_bytes`` is left out (listed in
-    ``skipped``); an archive that would exceed ``max_bytes`` is refused.
+    ``skipped``); an archive that would exceed ``max_bytes`` or hold more than
+    ``max_members`` files is refused.
     """
     path = os.path.abspath(topology_file)
     if not os.path.isfile(path):
@@ -81,7 +85,7 @@ def build(topology_file, extra_paths=(), max_bytes=MAX_BYTES):
                            else f"topology file {path!r} is not a file")
     here = os.path.dirname(path)
     top = os.path.basename(here) or "topology"
-    members, skipped = _Members(path, max_bytes), []  # arcname -> source path
+    members, skipped = _Members(path, max_bytes, max_members), []  # arcname -> source path
     _collect(here, top, members, skipped, max_bytes)
     requirements = f"{top}/requirements.txt" if f"{top}/requirements.txt" in members else None
     for p in code_paths(path)[1:]:
@@ -109,11 +113,16 @@ def build(topology_file, extra_paths=(), max_bytes=MAX_BYTES):
 class _Members(dict):
     """arcname -> source path, refusing to grow far past what could fit."""
 
-    def __init__(self, topology_file, max_bytes):
+    def __init__(self, topology_file, max_bytes, max_members=MAX_MEMBERS):
         super().__init__()
         self.topology_file, self.max_bytes, self.total = topology_file, max_bytes, 0
+        self.max_members = max_members
 
     def add(self, arcname, src, size):
+        if arcname not in self and len(self) >= self.max_members:
+            raise ArchiveError(f"the code of {self.topology_file!r} has more than {self.max_members} files "
+                               f"(stopped counting at {len(self) + 1}: {arcname!r}); move data out of its "
+                               "directory")
         self.total += size
         if self.total > self.max_bytes * WALK_FACTOR:
             raise ArchiveError(f"the code of {self.topology_file!r} exceeds {self.max_bytes} bytes "
@@ -189,11 +198,12 @@ def _pack(members, max_bytes, topology_file):
     return buf.getvalue()
 
 
-def extract(data, dest, digest=None, replace=False, max_bytes=MAX_UNPACKED_BYTES):
+def extract(data, dest, digest=None, replace=False, max_bytes=MAX_UNPACKED_BYTES, max_members=MAX_MEMBERS):
     """Unpack an archive into the directory ``dest`` (which must not exist unless
     ``replace``) and return its absolute path. With ``digest``, refuse data whose
     sha256 differs. Refuse members that could write outside ``dest``, links, special
-    files, setuid/setgid bits, and archives that unpack to more than ``max_bytes``."""
+    files, setuid/setgid bits, and archives that unpack to more than ``max_bytes`` or
+    hold more than ``max_members`` members (files and directories)."""
     if digest is not None and digest_of(data) != digest.lower():
         raise ArchiveError(f"archive digest mismatch: expected {digest}, got {digest_of(data)}")
     dest = os.path.abspath(dest)
@@ -203,7 +213,7 @@ def extract(data, dest, digest=None, replace=False, max_bytes=MAX_UNPACKED_BYTES
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dest)}.tmp-", dir=parent)
     try:
-        _unpack(data, tmp, max_bytes)
+        _unpack(data, tmp, max_bytes, max_members, f"archive {(digest or digest_of(data))[:12]}")
         os.chmod(tmp, 0o755)
         if os.path.lexists(dest):  # replace: move the old tree aside, then swap
             old = tempfile.mkdtemp(prefix=f".{os.path.basename(dest)}.old-", dir=parent)
@@ -219,7 +229,7 @@ def extract(data, dest, digest=None, replace=False, max_bytes=MAX_UNPACKED_BYTES
     return dest
 
 
-def _unpack(data, root, max_bytes):
+def _unpack(data, root, max_bytes, max_members=MAX_MEMBERS, label="the archive"):
     try:
         tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:gz")
     except (tarfile.TarError, OSError, EOFError, zlib.error) as e:
@@ -227,7 +237,10 @@ def _unpack(data, root, max_bytes):
     seen, total = set(), 0
     with tar:
         try:
-            for m in tar:
+            for count, m in enumerate(tar, 1):
+                if count > max_members:
+                    raise ArchiveError(f"{label} has more than {max_members} members (refused at member "
+                                       f"{count}, {m.name[:100]!r})")
                 parts = _check_member(m, seen)
                 target = os.path.join(root, *parts)
                 if m.isdir():

@@ -2,11 +2,9 @@
 
 :class:`Api` is the application. It knows nothing of where its data comes from:
 it takes a *source* with the interface of :class:`bittern.monitor.LocalSource`
-(``topologies()``, ``topology(name)``, ``metrics(name, window)``,
-``errors(name, component, limit)``), so the local cluster serves it over its
-state directory now and nimbus can serve the same application over a
-ZooKeeper-backed source later. :func:`make_server` serves it with the standard
-library's ``ThreadingHTTPServer``.
+(``topologies()``, ``topology(name)``, ``metrics(name, window)``, ``errors(name,
+component, limit)``): ``bittern serve`` serves it over the local state directory, nimbus
+over ZooKeeper. :func:`make_server` serves it with bittern/httpsafe.py's hardened server.
 
 Endpoints (every answer is JSON except ``/metrics``; README.md has the shapes)::
 
@@ -18,31 +16,44 @@ Endpoints (every answer is JSON except ``/metrics``; README.md has the shapes)::
     GET /api/v1/topologies/{name}/errors?component=...&limit=N
     GET /metrics?window=...                   (Prometheus text format)
 
+Authentication: ``bittern serve`` requires ``Authorization: Bearer TOKEN`` on every
+endpoint but ``/healthz``; the token is the file ``<BITTERN_HOME>/token`` (mode 0600,
+made at the first start: bittern/auth.py). ``bittern serve --insecure`` serves without
+it, and then any local user can read every topology's plan, config and errors.
+Prometheus scrapes ``/metrics`` with the token file::
+
+    scrape_configs:
+      - job_name: bittern
+        authorization: {type: Bearer, credentials_file: /home/me/.bittern/token}
+        static_configs: [{targets: ["127.0.0.1:8080"]}]
+
 JSON has no infinities: a watermark (``input_watermark``, ``output_watermark``) is
 epoch seconds, null before the first one, or the string ``"inf"`` once its stream has
 ended; any other non-finite number is null (:func:`finite`). In ``/metrics`` a
 finished stream's watermark is ``+Inf``, and a watermark not there yet is no sample.
 
-Errors are ``{"error": "..."}`` naming the thing: 400 for a bad query parameter,
-404 for an unknown topology, component or path, 405 for a method other than GET,
-503 when a topology exists but does not answer (still starting, or dead), 500
-(with the traceback logged) for anything unexpected.
+Errors are ``{"error": "..."}`` naming the thing: 400 for a bad query parameter
+(``parameter``: its name) or a name in the path that no topology or component can have
+(``field``: ``topology`` or ``component``), 401 without the token, 404 for an unknown
+topology, component or path, 405 for a method other than GET, 503 when a topology
+exists but does not answer (still starting, or dead), 500 (with the traceback logged)
+for anything unexpected; bittern/httpsafe.py's refusals (408, 411, 413, 503 busy).
 """
 from __future__ import annotations
 
-import ipaddress
 import json
 import logging
 import math
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from . import __version__, topostatus
 from .cli.common import NAME_RE
 from .errors import BitternError
+from .httpsafe import (Reject, SafeHandler, SafeServer, check_name, is_loopback, path_segments,  # noqa: F401
+                       require_token, write_answer)
 from .metrics_fmt import WATERMARK_KEYS, as_watermark, json_safe
 from .monitor import TopologyGone
 
@@ -120,6 +131,15 @@ def parse_query(query, allowed):
             raise HttpError(400, f"unknown query parameter {k!r}{hint}", parameter=k)
         out[k] = vals[-1]
     return out
+
+
+def check_path_name(value, field):
+    """A topology or component name from the path: :class:`HttpError` 400 naming the
+    field when no topology or component can have it (it never reaches the source)."""
+    try:
+        return check_name(value, field)
+    except Reject as r:
+        raise HttpError(400, r.message, **r.extra) from None
 
 
 def check_window(query):
@@ -226,6 +246,11 @@ STMGR_METRICS = [
      "gauge", 1),
 ]
 STMGR_LABELS = ["topology", "container"]
+# the control ports' refusals (counters; a process that does not report them yet counts 0)
+SECURITY_METRICS = [
+    ("denied", "Connections the {who} refused: a handshake from no peer of the plan"),
+    ("malformed", "Messages the {who} dropped unread: malformed, oversized or from an unknown sender"),
+]
 
 
 def _num(v):
@@ -280,6 +305,10 @@ def metric_families(rows, docs, window=DEFAULT_WINDOW):
     for key, name, doc, kind, scale in STMGR_METRICS:
         cls = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
         stmgr_fams.append((key, scale, cls(name, doc, labels=STMGR_LABELS)))
+    stmgr_sec = [(key, CounterMetricFamily(f"bittern_stmgr_{key}", doc.format(who="stream manager"),
+                                           labels=STMGR_LABELS)) for key, doc in SECURITY_METRICS]
+    tm_sec = [(key, CounterMetricFamily(f"bittern_tmaster_{key}", doc.format(who="topology master"),
+                                        labels=["topology"])) for key, doc in SECURITY_METRICS]
     tm_cpu = GaugeMetricFamily("bittern_tmaster_process_cpu_percent", "CPU use of the topology master",
                                labels=["topology"])
     tm_rss = GaugeMetricFamily("bittern_tmaster_process_rss_bytes", "Resident memory of the topology master",
@@ -300,6 +329,8 @@ def metric_families(rows, docs, window=DEFAULT_WINDOW):
             v = _num(tm.get(key))
             if v is not None:
                 fam.add_metric([name], v)
+        for key, fam in tm_sec:
+            fam.add_metric([name], _num(tm.get(key)) or 0.0)
         for task, view in sorted((doc.get("tasks") or {}).items(), key=lambda kv: int(kv[0])):
             labels = [name, str(view.get("component")), str(task), str(view.get("container"))]
             for key, scale, fam in task_fams:
@@ -322,7 +353,10 @@ def metric_families(rows, docs, window=DEFAULT_WINDOW):
                 v = _num(s.get(key))
                 if v is not None:
                     fam.add_metric([name, str(c)], v * scale)
-    fams += [f for _, _, f in task_fams + event_fams] + [user] + [f for _, _, f in stmgr_fams] + [tm_cpu, tm_rss]
+            for key, fam in stmgr_sec:
+                fam.add_metric([name, str(c)], _num((s or {}).get(key)) or 0.0)
+    fams += [f for _, _, f in task_fams + event_fams] + [user] + [f for _, _, f in stmgr_fams]
+    fams += [f for _, f in stmgr_sec] + [tm_cpu, tm_rss] + [f for _, f in tm_sec]
     return fams
 
 
@@ -376,6 +410,9 @@ class Api:
             handler, params, allowed = route(parts.path)
             if method not in ("GET", "HEAD"):
                 raise HttpError(405, f"method {method} not allowed on {parts.path} (only GET)")
+            for key, field in (("name", "topology"), ("component", "component")):
+                if key in params:
+                    check_path_name(params[key], field)
             query = parse_query(parts.query, allowed)
             if handler == "prometheus":
                 params["accept"] = accept
@@ -394,7 +431,7 @@ class Api:
         """``fn(*args)`` under the lock, with the source's errors as HTTP errors:
         404 for a topology that does not exist, 503 for one that exists but does
         not answer."""
-        if name is not None and not NAME_RE.match(name):  # cannot exist; never reaches the source
+        if name is not None and not NAME_RE.fullmatch(name):  # cannot exist; never reaches the source
             raise HttpError(404, f"no topology named {name!r}", topology=name)
         with self.lock:
             try:
@@ -492,6 +529,11 @@ class Api:
     def get_errors(self, query, name):
         limit = check_limit(query)
         component = query.get("component") or None
+        if component is not None:
+            try:
+                check_name(component, "component")
+            except Reject as r:
+                raise HttpError(400, r.message, parameter="component") from None
         _, comps = self._components(name)
         if component is not None and component not in comps and component != topostatus.SYSTEM_COMPONENT:
             raise HttpError(404, f"topology {name!r} has no component {component!r} "
@@ -526,52 +568,36 @@ class Api:
 
 
 # -- serving ----------------------------------------------------------------------------
-def write_answer(handler, status, ctype, body, headers=()):
-    """Send one complete answer (no caching; the body left out for HEAD)."""
-    handler.send_response(status)
-    handler.send_header("Content-Type", ctype)
-    handler.send_header("Content-Length", str(len(body)))
-    handler.send_header("Cache-Control", "no-store")
-    for k, v in headers:
-        handler.send_header(k, v)
-    handler.end_headers()
-    if handler.command != "HEAD":
-        handler.wfile.write(body)
+class Handler(SafeHandler):
+    """``bittern serve``'s requests: the token (unless ``--insecure``) from the headers
+    before anything else, then :class:`Api`."""
 
-
-class Handler(BaseHTTPRequestHandler):
     server_version = f"bittern/{__version__}"
-    protocol_version = "HTTP/1.1"
 
-    def _answer(self):
-        status, ctype, body = self.server.api.handle(self.command, self.path, self.headers.get("Accept"))
-        write_answer(self, status, ctype, body, [("Allow", "GET, HEAD")] if status == 405 else ())
+    def authorize(self):
+        if self.server.insecure or path_segments(self.path) == ["healthz"]:
+            return
+        require_token(self.headers, self.server.token)
 
-    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _answer
+    def respond(self, body):
+        status, ctype, data = self.server.api.handle(self.command, self.path, self.headers.get("Accept"))
+        write_answer(self, status, ctype, data, [("Allow", "GET, HEAD")] if status == 405 else ())
 
     def log_message(self, fmt, *args):
         log.info("%s %s", self.address_string(), fmt % args)
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class Server(SafeServer):
+    """Serves ``api``; requests need ``token`` unless ``insecure`` (one of the two must be
+    given: there is no open-by-default)."""
+
     handler = Handler
 
-    def handle_error(self, request, client_address):
-        """A client that went away before its answer was written is one log line, not a
-        traceback; anything else is logged with its traceback."""
-        import sys
-        err = sys.exc_info()[1]
-        if isinstance(err, (ConnectionError, TimeoutError)):
-            host = client_address[0] if isinstance(client_address, tuple) else client_address
-            log.info("client %s went away before its answer was sent (%s)", host, type(err).__name__)
-            return
-        log.error("error serving a request from %s", client_address, exc_info=err)
-
-    def __init__(self, address, api):
+    def __init__(self, address, api, token=None, insecure=False, idle_secs=None):
         self.api = api
-        super().__init__(address, self.handler)
+        self.token = token
+        self.insecure = insecure
+        super().__init__(address, self.handler, idle_secs=idle_secs)
 
     @property
     def url(self):
@@ -581,24 +607,12 @@ class Server(ThreadingHTTPServer):
         return f"http://{host}:{port}/"
 
 
-def is_loopback(host):
-    """True when every address ``host`` resolves to is a loopback address."""
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        pass
-    if not host:
-        return False
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except OSError:
-        return False
-    return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
-
-
-def make_server(source, host="127.0.0.1", port=8080):
-    """A ThreadingHTTPServer serving ``Api(source)`` on ``host:port`` (port 0:
-    any free port; see ``server.url``). Call ``serve_forever()`` on it."""
+def make_server(source, host="127.0.0.1", port=8080, token=None, insecure=False, idle_secs=None):
+    """A :class:`Server` serving ``Api(source)`` on ``host:port`` (port 0: any free port;
+    see ``server.url``) to clients that send ``token`` (every endpoint but /healthz), or
+    to anyone with ``insecure``. Call ``serve_forever()`` on it."""
+    if not token and not insecure:
+        raise ValueError("make_server needs a token, or insecure=True to serve without one")
     host = host.strip("[]")
     family = socket.AF_INET
     try:
@@ -606,4 +620,4 @@ def make_server(source, host="127.0.0.1", port=8080):
     except OSError:
         pass
     cls = type("Server", (Server,), {"address_family": family})
-    return cls((host, port), Api(source))
+    return cls((host, port), Api(source), token=token, insecure=insecure, idle_secs=idle_secs)

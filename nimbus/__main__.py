@@ -68,11 +68,15 @@ def main(argv=None):
         state.close()
         return 2
     try:
-        server = Server((a.host, a.port), None)
+        server = Server((a.host, a.port), None)  # (timeouts: $BITTERN_HTTP_TIMEOUT, bittern/httpsafe.py)
     except OSError as e:
         print(f"error: cannot listen on {a.host}:{a.port}: {e}", file=sys.stderr)
         state.close()
         return 1
+    except BitternError as e:
+        print(f"error: {e}", file=sys.stderr)
+        state.close()
+        return 2
     url = f"http://{a.host}:{server.server_address[1]}"
     nimbus = Nimbus(state, url, a.data_dir, cluster_conf, secure=zk_auth is not None)
     server.api = NimbusApi(nimbus)

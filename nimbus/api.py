@@ -1,9 +1,14 @@
 """Nimbus's HTTP API: the read-only API of ``bittern serve`` plus the write operations.
 
-Every request but ``/healthz`` needs the token. Reads go to :class:`bittern.httpapi.Api`
-over a :class:`~nimbus.source.ClusterSource`, on any nimbus; writes go to the leader
-(a standby answers 307 with the leader's URL). Logs are fetched from the supervisor
-that has them. Bodies are JSON, capped in size; nothing in them is unpickled.
+Every request but ``/healthz`` needs the token, checked from the headers before any
+of the body is read (bittern/httpsafe.py: deadlines, bounded connections, Content-Length
+checked first). Reads go to :class:`bittern.httpapi.Api` over a
+:class:`~nimbus.source.ClusterSource`, on any nimbus; writes go to the leader (a standby
+answers 307 with the leader's URL). Logs are fetched from the supervisor that has them.
+Bodies are JSON objects, capped in size (a submission's archive: ``MAX_BODY``; any
+other body: ``SMALL_BODY``) and in nesting depth; nothing in them is unpickled. Every
+topology name, component name and log file name is checked after percent-decoding
+(``word_count%2F`` is a 400, not ``word_count``).
 """
 from __future__ import annotations
 
@@ -13,12 +18,12 @@ import threading
 import urllib.error
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from bittern import __version__, archive, auth
 from bittern import httpapi
 from bittern.httpapi import JSON_TYPE, Api, dump_json, write_answer
+from bittern.httpsafe import Reject, SafeHandler, check_name, parse_json, path_segments, require_token
 
 from . import health, savepoints
 from .daemon import ApiError
@@ -27,6 +32,8 @@ log = logging.getLogger("bittern.nimbus.api")
 
 # base64 of the largest archive, plus the definition and config
 MAX_BODY = archive.MAX_BYTES * 4 // 3 + (4 << 20)
+SMALL_BODY = 1 << 20  # rebalance, savepoint: a few fields
+MAX_TAIL = 100_000  # lines of a log file
 LOG_FETCH_SECS = 10.0
 
 
@@ -83,19 +90,19 @@ class NimbusApi:
         if segs == ["api", "v1", "cluster"] and method == "GET":
             return 200, n.cluster()
         if segs == ["api", "v1", "topologies"] and method == "POST":
-            return n.submit(self._json(body))
+            return n.submit(check_submission(self._json(body)))
         if len(segs) == 4 and segs[:3] == ["api", "v1", "topologies"] and method == "DELETE":
-            return 200, n.kill(segs[3], wait=self._secs(query, "wait"))
+            return 200, n.kill(_name(segs[3]), wait=self._secs(query, "wait"))
         if len(segs) == 5 and segs[:3] == ["api", "v1", "topologies"]:
             name, verb = segs[3], segs[4]
             if verb in ("activate", "deactivate") and method == "POST":
-                return 200, n.set_active(name, verb == "activate")
+                return 200, n.set_active(_name(name), verb == "activate")
             if verb == "rebalance" and method == "POST":
-                return 200, n.rebalance(name, self._json(body))
+                return 200, n.rebalance(_name(name), check_rebalance(self._json(body)))
             if verb == "savepoint" and method == "POST":
-                return 200, savepoints.take(n, name, self._json(body))
+                return 200, savepoints.take(n, _name(name), check_savepoint(self._json(body)))
             if verb == "logs" and method == "GET":
-                return self.logs(name, query)
+                return self.logs(_name(name), query)
         return None
 
     @staticmethod
@@ -115,9 +122,9 @@ class NimbusApi:
     @staticmethod
     def _json(body):
         try:
-            doc = json.loads(body or b"{}")
-        except ValueError as e:
-            raise ApiError(400, f"the request body is not JSON: {e}") from None
+            doc = parse_json(body or b"{}")
+        except Reject as r:
+            raise ApiError(r.status, r.message) from None
         if not isinstance(doc, dict):
             raise ApiError(400, "the request body must be a JSON object")
         return doc
@@ -132,6 +139,11 @@ class NimbusApi:
         docs = {sid: state.get(f"supervisors/{sid}") for sid in sorted(sups)}
         wanted = (query.get("file") or [None])[-1]
         tail = (query.get("tail") or [None])[-1]
+        if wanted is not None:
+            _name(wanted, "file")
+        if tail is not None and not (tail.isascii() and tail.isdigit() and int(tail) <= MAX_TAIL):
+            raise ApiError(400, f"tail must be a number of lines from 0 to {MAX_TAIL}, got {tail[:40]!r}",
+                           parameter="tail")
         if wanted is None:
             containers = {}
             for sid, doc in docs.items():
@@ -165,14 +177,66 @@ class NimbusApi:
             raise ApiError(502, f"supervisor log server {base} answered {e.code} for {path}") from None
         except OSError as e:
             raise ApiError(502, f"supervisor log server {base} does not answer: {e}") from None
-        return json.loads(data) if json_ else data.decode("utf-8", "replace")
+        if not json_:
+            return data.decode("utf-8", "replace")
+        try:
+            return json.loads(data)
+        except ValueError:
+            raise ApiError(502, f"supervisor log server {base} answered {path} with something not JSON") from None
 
 
 def _file_names(listing):
     """File names from a supervisor's listing (a list of names or of ``{"file": ...}``)."""
     if isinstance(listing, dict):
         listing = listing.get("files") or []
-    return [x["file"] if isinstance(x, dict) else str(x) for x in listing or []]
+    if not isinstance(listing, list):
+        return []
+    return [str(x.get("file")) if isinstance(x, dict) else str(x) for x in listing]
+
+
+# -- checks of what a client sends ------------------------------------------------------------
+def _name(value, field="topology"):
+    """A percent-decoded name from the path or query: 400 naming the field unless valid."""
+    try:
+        return check_name(value, field)
+    except Reject as r:
+        raise ApiError(400, r.message, **r.extra) from None
+
+
+def _field(body, key, kind, what, required=False):
+    """400 naming ``key`` unless ``body[key]`` is a ``kind`` (or absent, when not required)."""
+    value = body.get(key)
+    if value is None and not required:
+        return
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise ApiError(400, f"{key} must be {what}, got {type(value).__name__}", field=key)
+
+
+def check_submission(body):
+    """The shape of a submission (the values are checked by Nimbus.submit)."""
+    _name(body.get("name"), "topology")
+    _field(body, "definition", dict, "an object (the topology definition)", required=True)
+    _field(body, "config", dict, "an object {key: value}")
+    _field(body, "archive", str, "base64 text", required=True)
+    _field(body, "digest", str, "the archive's sha256 (hex)", required=True)
+    _field(body, "entry", str, "the topology file's path in the archive")
+    _field(body, "deactivated", bool, "true or false")
+    _field(body, "savepoint", dict, "an object {path, allow_non_restored_state}")
+    return body
+
+
+def check_rebalance(body):
+    _field(body, "parallelism", dict, "an object {component: N}")
+    for comp in body.get("parallelism") or {}:
+        _name(comp, "component")
+    _field(body, "containers", int, "an integer >= 1 or null")
+    return body
+
+
+def check_savepoint(body):
+    _field(body, "dir", str, "an absolute path or null")
+    _field(body, "deactivate", bool, "true or false")
+    return body
 
 
 def _container_of(filename, asg, sid):
@@ -193,22 +257,27 @@ def _container_of(filename, asg, sid):
     return mine[0] if mine else 0
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(SafeHandler):
+    """The token from the headers first (bittern/httpsafe.py), then :class:`NimbusApi`."""
+
     server_version = f"bittern-nimbus/{__version__}"
-    protocol_version = "HTTP/1.1"
 
-    def _answer(self):
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > MAX_BODY:
-            status, ctype, body, extra = 413, JSON_TYPE, dump_json(
-                {"error": f"request body of {length} bytes is over the limit of {MAX_BODY}"}), {}
-            self.close_connection = True
-        else:
-            data = self.rfile.read(length) if length else b""
-            status, ctype, body, extra = self.server.api.handle(self.command, self.path, self.headers, data)
-        write_answer(self, status, ctype, body, extra.items())
+    def _submission(self):
+        return self.command == "POST" and path_segments(self.path) == ["api", "v1", "topologies"]
 
-    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = _answer
+    def authorize(self):
+        if path_segments(self.path) != ["healthz"]:
+            require_token(self.headers, self.server.api.nimbus.token)
+
+    def body_limit(self):
+        return MAX_BODY if self._submission() else SMALL_BODY
+
+    def body_required(self):
+        return self._submission()
+
+    def respond(self, body):
+        status, ctype, data, extra = self.server.api.handle(self.command, self.path, self.headers, body)
+        write_answer(self, status, ctype, data, extra.items())
 
     def log_message(self, fmt, *args):
         log.info("%s %s", self.address_string(), fmt % args)
@@ -216,3 +285,6 @@ class Handler(BaseHTTPRequestHandler):
 
 class Server(httpapi.Server):
     handler = Handler
+
+    def __init__(self, address, api, idle_secs=None):
+        super().__init__(address, api, idle_secs=idle_secs)

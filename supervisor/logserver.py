@@ -8,9 +8,12 @@ processes (docs/CLUSTER.md). Every request carries the cluster's API token
     GET /logs/NAME            ["stmgr-0.log", ...]        files of one topology
     GET /logs/NAME/FILE       text/plain                  ?tail=N: the last N lines
 
-401 without the token (503 while the supervisor has not read it yet), 404 for
-anything unknown. Names are checked against the directory listing, so no
-request can reach outside ``<data dir>/logs``.
+401 without the token (503 while the supervisor has not read it yet), checked from
+the headers before anything else (bittern/httpsafe.py: deadlines, bounded connections,
+no body read); 400 naming the field for a topology or file name no log can have (after
+percent-decoding), 404 for anything unknown, 405 for a method other than GET. Names are
+also checked against the directory listing, so no request can reach outside
+``<data dir>/logs``.
 """
 from __future__ import annotations
 
@@ -20,14 +23,13 @@ import os
 import re
 import stat
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from bittern import auth
+from bittern.httpsafe import Reject, SafeHandler, SafeServer, check_name, require_token
 
 log = logging.getLogger("bittern.supervisor.logs")
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # (fullmatch: "$" admits a trailing newline)
 TAIL_BLOCK = 64 * 1024
 TEXT = "text/plain; charset=utf-8"
 
@@ -52,11 +54,10 @@ class LogServer:
     """Serves ``root`` (``<data dir>/logs``) on ``host:port``; ``token()`` returns
     the current API token (None until known)."""
 
-    def __init__(self, host, port, root, token):
+    def __init__(self, host, port, root, token, idle_secs=None):
         self.root = root
         self.token = token
-        self.httpd = ThreadingHTTPServer((host, port), _Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = SafeServer((host, port), _Handler, idle_secs=idle_secs)
         self.httpd.logs = self
         self._thread = None
 
@@ -86,7 +87,7 @@ class LogServer:
         out = []
         for n in names:
             try:
-                if NAME_RE.match(n) and is_kind(os.lstat(os.path.join(path, n)).st_mode):
+                if NAME_RE.fullmatch(n) and is_kind(os.lstat(os.path.join(path, n)).st_mode):
                     out.append(n)
             except OSError:
                 pass
@@ -107,24 +108,28 @@ class LogServer:
         return os.path.join(self.root, name, fname)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
+class _Handler(SafeHandler):
     def log_message(self, fmt, *args):
         log.debug("%s %s", self.address_string(), fmt % args)
 
-    def _headers(self, code, ctype, length):
+    def authorize(self):
+        token = self.server.logs.token()
+        if not token:
+            raise Reject(503, "the supervisor has not read the API token yet")
+        require_token(self.headers, token)
+
+    def _headers(self, code, ctype, length, extra=()):
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(length))
-        if code == 401:
-            self.send_header("WWW-Authenticate", 'Bearer realm="bittern"')
+        for k, v in extra:
+            self.send_header(k, v)
         self.end_headers()
 
-    def _send(self, code, body, ctype="application/json"):
+    def _send(self, code, body, ctype="application/json", extra=()):
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
-        self._headers(code, ctype, len(body))
+        self._headers(code, ctype, len(body), extra)
         self.wfile.write(body)
 
     def _send_file(self, f, size):
@@ -138,18 +143,20 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(block)
             size -= len(block)
 
-    def do_GET(self):  # noqa: N802 - http.server's naming
+    def respond(self, body):
+        if self.command != "GET":
+            return self._send(405, {"error": f"method {self.command} not allowed (only GET)"},
+                              extra=[("Allow", "GET")])
         srv = self.server.logs
-        token = srv.token()
-        if not token:
-            return self._send(503, {"error": "the supervisor has not read the API token yet"})
-        if not auth.check(self.headers.get("Authorization"), token):
-            return self._send(401, {"error": "missing or wrong API token"})
         url = urlsplit(self.path)
         parts = [unquote(p) for p in url.path.split("/") if p]
-        if not parts or parts[0] != "logs" or len(parts) > 3 \
-                or any(not NAME_RE.match(p) for p in parts[1:]):
+        if not parts or parts[0] != "logs" or len(parts) > 3:
             return self._send(404, {"error": "not found"})
+        try:
+            for value, field in zip(parts[1:], ("topology", "file")):
+                check_name(value, field)
+        except Reject as r:
+            return self._send(r.status, {"error": r.message, **r.extra})
         if len(parts) == 1:
             return self._send(200, srv.topologies())
         if len(parts) == 2:
@@ -164,7 +171,7 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             n = int(tail[0]) if tail else None
         except ValueError:
-            return self._send(400, {"error": f"tail must be a number of lines, not {tail[0]!r}"})
+            return self._send(400, {"error": f"tail must be a number of lines, not {tail[0][:40]!r}"})
         try:
             f = open(path, "rb")
         except OSError:

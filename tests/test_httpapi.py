@@ -7,8 +7,10 @@ fails the test if any process of the topology or the server is left.)"""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
+import stat
 import socket
 import subprocess
 import sys
@@ -89,6 +91,11 @@ class ApiServer:
             raise
         self.port = int(m.group(1))
         self.url = f"http://127.0.0.1:{self.port}"
+        token_file = os.path.join(bittern.home, "token")  # made by serve at its first start, 0600
+        assert f"token in {token_file}" in self.out_path.read_text()
+        assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
+        with open(token_file) as f:
+            self.token = f.read().strip()
 
     def _died(self):
         if self.proc.poll() is not None:
@@ -99,8 +106,11 @@ class ApiServer:
         return self.out_path.read_text() + self.err_path.read_text()
 
     def get(self, path, accept=None):
-        """``(status, content type, body)``."""
-        req = urllib.request.Request(self.url + path, headers={"Accept": accept} if accept else {})
+        """``(status, content type, body)``, sending the token."""
+        headers = {"Authorization": f"Bearer {self.token}"}
+        if accept:
+            headers["Accept"] = accept
+        req = urllib.request.Request(self.url + path, headers=headers)
         try:
             with urllib.request.urlopen(req, timeout=60) as r:
                 return r.status, r.headers["Content-Type"], r.read().decode()
@@ -141,9 +151,9 @@ def families(text):
 def test_serve_refuses_a_non_loopback_host(bittern):
     r = bittern("serve", "--host", "0.0.0.0", "--port", "0", timeout=60)
     assert r.returncode == 1
-    first = r.stderr.strip().splitlines()[0]
+    first = [line for line in r.stderr.splitlines() if line.startswith("error:")][0]  # (after any warning)
     assert first.startswith("error: refusing to serve on '0.0.0.0'"), r.stderr
-    assert "no authentication" in first and "--allow-remote" in first
+    assert "plain HTTP" in first and "--allow-remote" in first
 
 
 def test_serve_without_topologies_stops_on_ctrl_c(bittern, tmp_path):
@@ -151,6 +161,9 @@ def test_serve_without_topologies_stops_on_ctrl_c(bittern, tmp_path):
     try:
         assert server.json("/healthz")["status"] == "ok"
         assert server.json("/api/v1/topologies") == {"topologies": []}
+        server.token = "not-the-token"
+        assert server.json("/api/v1/topologies", 401)["error"].startswith("missing or wrong API token")
+        server.token = open(os.path.join(bittern.home, "token")).read().strip()
         doc = server.json("/api/v1/topologies/ghost", 404)
         assert doc["error"] == "no topology named 'ghost'"
         code, ctype, body = server.get("/metrics")
@@ -206,7 +219,7 @@ def check_running_topology(bittern, server):
     assert topo["config"]["topology.metrics.interval.secs"] == 1
     assert topo["config"]["topology.stmgrs"] == 2 and topo["config"]["test.rate"] in (1000, "1000")
     pplan = topo["physical_plan"]
-    assert set(pplan["containers"]) == {"0", "1"} and pplan["tmaster"].startswith("tcp://127.0.0.1:")
+    assert set(pplan["containers"]) == {"0", "1"} and pplan["tmaster"].startswith(("ipc://", "tcp://127.0.0.1:"))
     task_comp, task_container = {}, {}
     for c, cont in pplan["containers"].items():
         assert cont["host"] == "127.0.0.1"

@@ -308,3 +308,36 @@ def test_round_trip_of_nested_names(tmp_path):
 
 def test_default_limits():
     assert archive.MAX_BYTES == 64 * 1024 * 1024
+    assert archive.MAX_MEMBERS == 10_000
+
+
+def test_member_count_is_bounded_when_extracting(tmp_path):
+    """A tar of many tiny members (each a few dozen bytes once gzip'd) is refused at the
+    first member past the limit, naming the archive and the count; nothing is left."""
+    data = tar_bytes(*[reg(f"f{i}.py", b"") for i in range(51)])
+    label = archive.digest_of(data)[:12]
+    with pytest.raises(ArchiveError) as ei:
+        extract(data, str(tmp_path / "out" / "code"), max_members=50)
+    msg = str(ei.value)
+    assert msg == f"archive {label} has more than 50 members (refused at member 51, 'f50.py')"
+    assert os.listdir(tmp_path / "out") == []
+    # directories count too: a directory and 49 files are exactly the limit, one more file is over
+    folder = special("d", tarfile.DIRTYPE)
+    folder[0].mode = 0o755
+    files = [reg(f"d/f{i}.py") for i in range(50)]
+    assert extract(tar_bytes(folder, *files[:49]), str(tmp_path / "ok"), max_members=50)
+    assert len(os.listdir(tmp_path / "ok" / "d")) == 49
+    with pytest.raises(ArchiveError, match="more than 50 members .refused at member 51, 'd/f49.py'"):
+        extract(tar_bytes(folder, *files), str(tmp_path / "over"), max_members=50)
+
+
+def test_member_count_is_bounded_when_packing(tmp_path):
+    topo = write(str(tmp_path / "wc" / "topo.py"))
+    for i in range(30):
+        write(str(tmp_path / "wc" / "data" / f"f{i:02d}.txt"))
+    with pytest.raises(ArchiveError) as ei:
+        build(topo, max_members=20)
+    msg = str(ei.value)
+    assert msg.startswith(f"the code of {topo!r} has more than 20 files (stopped counting at 21: ")
+    assert "\n" not in msg
+    assert len(build(topo, max_members=31).files) == 31

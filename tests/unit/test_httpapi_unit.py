@@ -267,10 +267,17 @@ def test_unknown_topology_and_component_are_404(api):
     assert status == 404 and "/nowhere" in doc["error"]
 
 
-def test_impossible_names_never_reach_the_source(api):
-    for name in ("..%2F..%2Fetc", "a%2Fb", "%2E%2E", "-x", "x" * 65):
-        status, doc = get(api, f"/api/v1/topologies/{name}/metrics")
-        assert status == 404 and doc["error"].startswith("no topology named"), name
+def test_impossible_names_are_400_and_never_reach_the_source(api):
+    for name in ("..%2F..%2Fetc", "a%2Fb", "wc%2F", "wc%0A", "wc%00", "%2E%2E", "-x", "x" * 65, "w%20c"):
+        for suffix in ("", "/metrics", "/errors", "/components/count"):
+            status, doc = get(api, f"/api/v1/topologies/{name}{suffix}")
+            assert status == 400 and doc["field"] == "topology", (name, suffix, doc)
+            assert doc["error"].startswith("bad topology name ") and "\n" not in doc["error"].strip()
+    for comp in ("a%2Fb", "c%0Ad", "x" * 129):
+        status, doc = get(api, f"/api/v1/topologies/wc/components/{comp}")
+        assert status == 400 and doc["field"] == "component", (comp, doc)
+    status, doc = get(api, "/api/v1/topologies/wc/errors?component=a%2Fb")
+    assert status == 400 and doc["parameter"] == "component"
     assert not [c for c in api.source.calls if c[0] != "topologies"]
 
 
@@ -403,6 +410,12 @@ def test_prometheus_from_a_fixed_document():
     assert one(found, "bittern_stmgr_queued_bytes", topology="wc", container="1")[0] == 4096
     assert one(found, "bittern_stmgr_dropped_total", topology="wc", container="1") == (1, "counter")
     assert one(found, "bittern_tmaster_process_rss_bytes", topology="wc")[0] == 2 ** 21
+    for c in ("0", "1"):  # the fixed document predates the security counters: they are 0
+        assert one(found, "bittern_stmgr_denied_total", topology="wc", container=c) == (0, "counter")
+        assert one(found, "bittern_stmgr_malformed_total", topology="wc", container=c) == (0, "counter")
+    assert one(found, "bittern_tmaster_denied_total", topology="wc") == (0, "counter")
+    assert one(found, "bittern_tmaster_malformed_total", topology="wc") == (0, "counter")
+    assert not any(lab.get("topology") == "quiet" for lab, _, _ in found["bittern_tmaster_denied_total"])
     assert not any(lab.get("topology") == "quiet" for lab, _, _ in found["bittern_tuples_emitted_total"])
 
 
@@ -427,3 +440,120 @@ def test_prometheus_missing_is_501_and_the_rest_works(api, monkeypatch):
     assert status == 501 and "pip install bittern[metrics]" in doc["error"]
     assert get(api, "/api/v1/topologies/wc/metrics")[0] == 200
     assert get(api, "/healthz")[0] == 200
+
+
+def test_prometheus_exports_denied_and_malformed_counters():
+    """The stream managers' and the topology master's refusals (issue 18), per container."""
+    doc = fixed_doc()
+    doc["stmgrs"]["0"].update(denied=3, malformed=7)
+    doc["stmgrs"]["1"].update(denied=0, malformed=2)
+    doc["tmaster"].update(denied=5, malformed=11)
+    rows = [{"name": "wc", "state": "RUNNING", "reliability": "ATLEAST_ONCE"}]
+    _, body = httpapi.prometheus_text(rows, {"wc": doc})
+    found = samples(body.decode())
+    assert one(found, "bittern_stmgr_denied_total", topology="wc", container="0") == (3, "counter")
+    assert one(found, "bittern_stmgr_denied_total", topology="wc", container="1") == (0, "counter")
+    assert one(found, "bittern_stmgr_malformed_total", topology="wc", container="0") == (7, "counter")
+    assert one(found, "bittern_stmgr_malformed_total", topology="wc", container="1") == (2, "counter")
+    assert one(found, "bittern_tmaster_denied_total", topology="wc") == (5, "counter")
+    assert one(found, "bittern_tmaster_malformed_total", topology="wc") == (11, "counter")
+    _, body = httpapi.prometheus_text(rows, {"wc": doc}, accept="application/openmetrics-text; version=1.0.0")
+    fams = {f.name: f for f in parse_openmetrics(body.decode())}
+    for name in ("bittern_stmgr_denied", "bittern_stmgr_malformed", "bittern_tmaster_denied",
+                 "bittern_tmaster_malformed"):
+        assert fams[name].type == "counter" and fams[name].documentation, name
+
+
+# -- the server: the token before anything else ---------------------------------------------
+
+@pytest.fixture
+def served():
+    """make_server over the fake source on a real socket, with a token; yields (url, token)."""
+    from bittern.httpapi import make_server
+    made = []
+
+    def start(token="t0ken", insecure=False):
+        server = make_server(FakeSource(), "127.0.0.1", 0, token=token, insecure=insecure, idle_secs=2)
+        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        thread.start()
+        made.append((server, thread))
+        return server.url.rstrip("/")
+    yield start
+    for server, thread in made:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+        assert not thread.is_alive()
+
+
+def fetch(url, token=None):
+    import urllib.error
+    import urllib.request
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.headers, r.read()
+    except urllib.error.HTTPError as e:
+        with e:
+            return e.code, e.headers, e.read()
+
+
+def test_server_needs_the_token_except_on_healthz(served):
+    url = served()
+    assert fetch(url + "/healthz")[0] == 200
+    for path in ("/api/v1/topologies", "/api/v1/topologies/wc/metrics", "/metrics", "/nowhere"):
+        status, headers, body = fetch(url + path)
+        assert status == 401 and headers["WWW-Authenticate"].startswith("Bearer"), path
+        assert json.loads(body)["error"].startswith("missing or wrong API token")
+        assert fetch(url + path, token="wrong")[0] == 401
+    assert fetch(url + "/api/v1/topologies", token="t0ken")[0] == 200
+    assert fetch(url + "/metrics", token="t0ken")[0] == 200
+
+
+def test_server_insecure_serves_without_a_token_and_is_never_the_default(served):
+    url = served(token=None, insecure=True)
+    assert fetch(url + "/api/v1/topologies")[0] == 200
+    from bittern.httpapi import make_server
+    with pytest.raises(ValueError, match="needs a token"):
+        make_server(FakeSource(), "127.0.0.1", 0)
+
+
+# -- bittern/httpsafe.py's pure checks ------------------------------------------------------
+
+def test_content_length_and_json_checks():
+    from email.message import Message
+
+    from bittern.httpsafe import Reject, check_name, content_length, parse_json
+
+    def length(*values, limit=100, required=False, te=None):
+        msg = Message()
+        for v in values:
+            msg["Content-Length"] = v
+        if te:
+            msg["Transfer-Encoding"] = te
+        try:
+            return content_length(msg, limit, required)
+        except Reject as r:
+            return r.status, r.message
+
+    assert length() == 0 and length("0") == 0 and length(" 100 ") == 100 and length("7", "7") == 7
+    assert length(required=True) == (411, "this request needs a JSON body with a Content-Length header")
+    assert length("-1") == (400, "Content-Length is negative: -1")
+    for bad in ("abc", "1e3", "+5", "0x10", "", "5 5", "١٢"):  # (Arabic-Indic digits: int() takes them)
+        assert length(bad)[0] == 400, bad
+    assert length("101") == (413, "request body of 101 bytes is over the limit of 100")
+    assert length("9" * 5000)[0] == 413
+    assert length("1", "2")[0] == 400 and length("5", te="chunked")[0] == 411
+    assert parse_json(b'{"a": [1, {"b": null}]}') == {"a": [1, {"b": None}]}
+    assert json.dumps(parse_json(b"[" * 64 + b"]" * 64)) == "[" * 64 + "]" * 64  # 64 levels: the limit
+    for data, words in ((b"[" * 65 + b"]" * 65, "nests deeper than 64 levels"),
+                        (b"[" * 10 ** 6, "nests deeper than 64 levels"), (b"", "is not JSON"),
+                        (b"\xff", "is not JSON"), (b"{'a': 1}", "is not JSON")):
+        with pytest.raises(Reject) as ei:
+            parse_json(data)
+        assert ei.value.status == 400 and words in ei.value.message and "\n" not in ei.value.message
+    assert check_name("word_count") == "word_count"
+    for bad in ("word_count/", "word_count\n", "", "-x", "x" * 65, None, 5):
+        with pytest.raises(Reject) as ei:
+            check_name(bad)
+        assert ei.value.extra == {"field": "topology"} and ei.value.message.startswith("bad topology name ")
