@@ -269,7 +269,7 @@ class Nimbus:
     def submit(self, body, wait=None):
         self.require_leader()
         name = body.get("name")
-        if not isinstance(name, str) or not NAME_RE.match(name):
+        if not isinstance(name, str) or not NAME_RE.fullmatch(name):
             raise ApiError(400, f"bad topology name {name!r}")
         try:
             tdef = TopologyDef.from_dict(body["definition"])

@@ -8,11 +8,11 @@ from ..errors import BitternError
 from ..proc import pid_alive
 from ..state import LocalStateManager, default_home
 
-NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # matched in full (fullmatch: no trailing newline)
 
 
 def check_name(name):
-    if not NAME_RE.match(name or ""):
+    if not NAME_RE.fullmatch(name or ""):
         raise BitternError(f"topology name {name!r} must be 1-64 letters, digits, '_', '.', '-' "
                            "(starting with a letter or digit)")
     return name
