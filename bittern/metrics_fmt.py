@@ -37,6 +37,31 @@ def human_bytes(n):
     return f"{n:.1f}GB"
 
 
+def refused_counts(doc):
+    """What the topology's ports turned away: ``(refused, malformed)`` summed over the
+    stream managers, then the topology master's, as four ints; None when the document
+    has no such counts (an older topology master). Refused (``denied``): a handshake
+    failed, or a sender spoke as whom it may not; malformed: a message dropped."""
+    stmgrs = list((doc.get("stmgrs") or {}).values())
+    tm = doc.get("tmaster") or {}
+    if "malformed" not in tm and not any("malformed" in s for s in stmgrs):
+        return None
+
+    def count(d, key):
+        v = d.get(key)
+        return v if isinstance(v, int) and not isinstance(v, bool) else 0
+    return (sum(count(s, "denied") for s in stmgrs), sum(count(s, "malformed") for s in stmgrs),
+            count(tm, "denied"), count(tm, "malformed"))
+
+
+def refused(doc):
+    """:func:`refused_counts` in one line for people, or None."""
+    n = refused_counts(doc)
+    if n is None:
+        return None
+    return f"stream managers: refused {n[0]}, malformed {n[1]}; topology master: refused {n[2]}, malformed {n[3]}"
+
+
 # -- event time --------------------------------------------------------------------------
 def as_watermark(v):
     """A watermark as a float (``inf`` included) from a document's value, or None: the

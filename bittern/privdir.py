@@ -6,7 +6,7 @@ restarted processes connect to, swap a plan, or read logs that echo tuples.
 
 :func:`private_dir` creates a directory 0700, or checks the one that exists: a real
 directory (not a symlink), owned by this user. One that is ours but open to others
-(made by an older release, or by hand) is tightened to 0700 and said so. One that is
+(made by an older release, or by hand) is tightened to 0700 (logged at info). One that is
 not ours is refused with a one-line error naming it.
 
 :func:`private_runtime_dir` is the short base for ``ipc://`` socket files in the
@@ -47,7 +47,8 @@ def check_private(path):
     mode = stat.S_IMODE(st.st_mode)
     if mode & 0o077:
         os.chmod(path, mode & 0o700 | 0o700)
-        log.warning("%s was open to other users (mode %04o); it is 0700 now", path, mode)
+        # (info, not a warning: the CLI's stderr is for one-line errors, and this is done)
+        log.info("%s was open to other users (mode %04o); it is 0700 now", path, mode)
     return None
 
 

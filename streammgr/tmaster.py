@@ -19,6 +19,7 @@ from bittern.checkpoint import CheckpointStore, checkpoint_settings, task_layout
 from bittern.ckptprobe import probe_problem
 from bittern.config import EFFECTIVELY_ONCE
 from bittern.errors import ConfigError
+from bittern.lograte import Throttle
 from bittern.proc import EXIT_FENCED, ParentWatch, SignalWaker
 from bittern.procstats import ProcStats
 from bittern.state import LocalStateManager, open_state
@@ -27,7 +28,10 @@ from bittern.wire import CTRL, Op
 from . import checkpoints as ck
 from . import healthrunner
 from .metrics import WINDOWS, MetricsStore
+from .tmauth import TmAuth
 from .tmfence import TmFencing
+from .tmmetrics import TmMetrics
+from .tmschema import MAX_CTRL_BYTES, NAME_MAX, ControlSchema, clip, show
 
 log = logging.getLogger("bittern.tmaster")
 
@@ -36,17 +40,20 @@ REPORT_TIMEOUT = 5.0
 STMGR_TIMEOUT = 5.0
 THROUGHPUT_POINTS = 120
 ERRORS_PER_COMPONENT = 20
+# components of the error records the topology master makes itself (besides the plan's)
+SYSTEM_ERROR_COMPONENTS = frozenset({topostatus.SYSTEM_COMPONENT, "checkpoint-store"})
 
 
 def open_plan_state(plan):
     """The plan's state manager: ZooKeeper in cluster mode (digest auth from
-    $BITTERN_ZK_AUTH, which the supervisor passes on), else the local home."""
+    $BITTERN_ZK_AUTH, which the supervisor passes to this process alone; taken out of
+    the environment here), else the local home."""
     if plan.state_url:
-        return open_state(plan.state_url, auth=os.environ.get("BITTERN_ZK_AUTH") or None)
+        return open_state(plan.state_url, auth=os.environ.pop("BITTERN_ZK_AUTH", None) or None)
     return LocalStateManager(plan.home)
 
 
-class TopologyMaster(TmFencing):
+class TopologyMaster(TmFencing, TmAuth, TmMetrics):
     def __init__(self, plan, state=None):
         self.plan = plan
         self.name = plan.name
@@ -66,7 +73,12 @@ class TopologyMaster(TmFencing):
         self.throughput = deque(maxlen=THROUGHPUT_POINTS)  # (time, emitted by spouts, executed by bolts)
         self.kinds = {c.name: c.kind for c in plan.topology.components.values()}
         self.procstats = ProcStats()
-        self.errors = []  # recent errors, newest last
+        self.errors = []  # recent errors, newest last (ERRORS_PER_COMPONENT per component at most)
+        # every message is checked before it is acted on (streammgr/tmschema.py); malformed:
+        # messages dropped, denied: senders refused (streammgr/tmauth.py)
+        self.schema = ControlSchema(plan.packing)
+        self.counters = {"malformed": 0, "denied": 0}
+        self._malformed_log = Throttle()
         self.report_seq = 0
         self.waiting = []  # [(identity, req, seq, deadline, reply_fields)]
         self.stopping = False
@@ -85,6 +97,7 @@ class TopologyMaster(TmFencing):
         # stream manager identities carry their copy's version (streammgr/fencing.py): a
         # handover only passes one to a later connection of the same copy
         self.sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        self._init_auth()  # cluster mode: a CURVE server admitting its containers and nimbus (tmauth.py)
         self.sock.bind(plan.tmaster)
         self.health = healthrunner.attach(self)  # None unless topology.healthmgr.enabled
         self._init_status_rule()
@@ -261,7 +274,7 @@ class TopologyMaster(TmFencing):
             "health": getattr(self, "health_doc", None),
             "resumed_epoch": self.resumed_epoch,
             "tmaster": self.plan.tmaster, "pid": os.getpid(), "updated": time.time(),
-            "host": (self.plan.hosts or {}).get(0) or self.plan.tmaster.split("//")[-1].rpartition(":")[0],
+            "host": (self.plan.hosts or {}).get(0) or "localhost",
             "tasks_ready": len(self.tasks), "tasks_total": len(self.all_tasks)})
 
     def _fail(self, error):
@@ -368,16 +381,27 @@ class TopologyMaster(TmFencing):
                 self._checkpoint_actions(self.ckpt.start(time.monotonic()))
 
     def _on_error(self, msg):
+        """Keep an error record: only of the plan's components and the topology master's
+        own (SYSTEM_ERROR_COMPONENTS), texts cut to tmschema.TEXT_KEEP characters."""
         rec = {k: msg.get(k) for k in ("task", "component", "where", "error", "traceback", "time")}
+        rec["error"], rec["traceback"] = clip(rec["error"]), clip(rec["traceback"])
+        rec["where"] = clip(rec["where"], NAME_MAX)
+        comp = rec["component"]
+        if isinstance(comp, str) and (comp in self.kinds or comp in SYSTEM_ERROR_COMPONENTS):
+            self._keep_error(rec)
+        else:
+            log.warning("error record of component %s, which is not in the plan, not kept: %s",
+                        show(rec["component"]), show(rec["error"]))
+        if msg.get("fatal"):
+            self._fail({"error": f"component {msg.get('component')!r} task {msg.get('task')}: "
+                                 f"{rec['error']}", "traceback": rec["traceback"]})
+
+    def _keep_error(self, rec):
         self.errors.append(rec)
         # keep the last ERRORS_PER_COMPONENT of each component (Storm keeps the last few per component)
         mine = [e for e in self.errors if e["component"] == rec["component"]]
-        if len(mine) > ERRORS_PER_COMPONENT:
-            drop = mine[0]
+        for drop in mine[:max(0, len(mine) - ERRORS_PER_COMPONENT)]:
             self.errors.remove(drop)
-        if msg.get("fatal"):
-            self._fail({"error": f"component {msg.get('component')!r} task {msg.get('task')}: "
-                                 f"{msg.get('error')}", "traceback": msg.get("traceback")})
 
     # -- requests from the CLI ----------------------------------------------------------
     def on_request(self, identity, msg):
@@ -385,11 +409,12 @@ class TopologyMaster(TmFencing):
         if op == Op.STATUS:
             self._send(identity, "reply", req=req, **self.status())
         elif op in (Op.ACTIVATE, Op.DEACTIVATE):
-            self.active = op == Op.ACTIVATE
+            active = op == Op.ACTIVATE
             rec = self.state.topology(self.name)
-            if rec is not None:
-                rec["state"] = "RUNNING" if self.active else "PAUSED"
+            if rec is not None:  # (first: if it cannot be recorded, nothing changed and the caller is told)
+                rec["state"] = "RUNNING" if active else "PAUSED"
                 self.state.put(f"topologies/{self.name}", rec)
+            self.active = active
             self.broadcast(op)
             self.write_status()
             self._start_report(identity, req, {"active": self.active})
@@ -414,94 +439,6 @@ class TopologyMaster(TmFencing):
                 "tasks": {str(t): r for t, r in self.tasks.items()},
                 "stmgrs": {str(c): {k: v for k, v in s.items() if k != "last"}
                            for c, s in self.stmgrs.items()}}
-
-    def metrics_doc(self, window="1m"):
-        """The topology's metrics over ``window``: per component, per task, per stream
-        manager, and the recent throughput (for the live view and the HTTP API)."""
-        now = time.monotonic()
-        packing = self.plan.packing
-        tasks = {}
-        for t in sorted(self.all_tasks):
-            v = self.metrics.task_view(t, window, now)
-            v["container"] = packing.task_container[t]
-            v["index"] = packing.task_index[t]
-            # what its stream manager measures of it: bytes queued toward it, seconds its
-            # queue held the stream manager in backpressure (cumulative; the health manager's)
-            by = self.stmgrs.get(v["container"]) or {}
-            v["queued_bytes"] = (by.get("queued_by_task") or {}).get(str(t))
-            v["backpressure_initiated_secs"] = (by.get("backpressure_secs_by_task") or {}).get(str(t))
-            tasks[t] = v
-        comps = self.metrics.component_views(tasks)
-        for name, c in comps.items():
-            c["kind"] = self.kinds.get(name)
-        stmgrs = {}
-        for c in sorted(self.containers):
-            s = self.stmgrs.get(c) or {}
-            proc = s.get("proc") or {}
-            stmgrs[str(c)] = {"alive": c in self.stmgrs, "pid": s.get("pid"),
-                              "backpressure": bool(s.get("backpressure")),
-                              "backpressure_secs": s.get("backpressure_secs") or 0.0,
-                              "queued_bytes": s.get("queued") or 0,
-                              "queued_by_task": s.get("queued_by_task") or {},
-                              "backpressure_secs_by_task": s.get("backpressure_secs_by_task") or {},
-                              "dropped": (s.get("counters") or {}).get("dropped", 0),
-                              "cpu_percent": proc.get("__cpu-percent", 0.0),
-                              "rss_bytes": proc.get("__rss-bytes", 0)}
-        points = list(self.throughput)
-        series = []
-        for (t0, e0, x0), (t1, e1, x1) in zip(points, points[1:]):
-            dt = t1 - t0
-            if dt > 0:
-                series.append({"ago_secs": round(now - t1, 1), "emit_rate": max(0, e1 - e0) / dt,
-                               "execute_rate": max(0, x1 - x0) / dt})
-        mine = self.procstats.read()
-        return {"topology": self.name, "phase": self.phase, "active": self.active, "window": window,
-                "health": self.health_doc,
-                "reliability": self.plan.config["topology.reliability.mode"],
-                "containers": len(self.containers), "uptime_secs": now - self.started,
-                "started_at": self.started_wall,
-                "backpressure": any(s["backpressure"] for s in stmgrs.values()),
-                "components": comps, "tasks": {str(t): v for t, v in tasks.items()}, "stmgrs": stmgrs,
-                "tmaster": {"pid": os.getpid(), "cpu_percent": mine["__cpu-percent"],
-                            "rss_bytes": mine["__rss-bytes"]},
-                "throughput": series, "errors": len(self.errors),
-                **({"checkpoints": self.checkpoint_report()} if self.ckpt is not None else {}),
-                **({"healthmgr": self.health.describe()} if self.health is not None else {})}
-
-    def sample_throughput(self, now):
-        emitted = executed = 0
-        for task, m in self.metrics.task_totals().items():
-            if self.kinds.get(self.metrics.task_component[task]) == "spout":
-                emitted += m.get("__emit-count", 0)
-            else:
-                executed += m.get("__execute-count", 0)
-        self.throughput.append((now, emitted, executed))
-
-    def checkpoint_report(self):
-        """The coordinator's metrics, plus what a bounded run waits for: ``committed``,
-        the newest checkpoint whose output every sink task made visible (the last complete
-        one when there is no sink), and who holds up the one in flight."""
-        m = self.ckpt.metrics()
-        if self.sinks:
-            m["committed"] = min(self.sink_commits.get(t, 0) for t in self.sinks) or None
-            m["uncommitted_sinks"] = sorted(t for t in self.sinks
-                                            if self.sink_commits.get(t, 0) < (m["last_complete"] or 0))
-        else:
-            m["committed"], m["uncommitted_sinks"] = m["last_complete"], []
-        comp = self.plan.packing.task_component
-        m["waiting_for"] = [[t, comp.get(t)] for t in m["waiting_for"]]
-        m["uncommitted_sinks"] = [[t, comp.get(t)] for t in m["uncommitted_sinks"]]
-        return m
-
-    def metrics_reply(self):
-        dropped = sum((s.get("counters") or {}).get("dropped", 0) for s in self.stmgrs.values())
-        rep = {"tasks": {str(t): m for t, m in self.metrics.task_totals().items()},
-               "components": self.metrics.component_totals(), "stmgr_dropped": dropped,
-               "stmgr_queued": sum(s.get("queued") or 0 for s in self.stmgrs.values()),
-               "errors": self.errors[-20:]}
-        if self.ckpt is not None:
-            rep["checkpoints"] = self.checkpoint_report()
-        return rep
 
     def _start_report(self, identity, req, extra):
         """Ask every instance for its metrics now; answer when all have reported."""
@@ -542,11 +479,16 @@ class TopologyMaster(TmFencing):
                 if self.sock in events:
                     for _ in range(256):
                         try:
-                            frames = self.sock.recv_multipart(zmq.NOBLOCK)
+                            frames = self.sock.recv_multipart(zmq.NOBLOCK, copy=False)
                         except zmq.Again:
                             break
-                        self._dispatch(frames)
+                        # cluster mode: the sender's CURVE key must own the identity it speaks as
+                        if self.auth is None or self.caller_ok(frames[0].bytes, _user_id(frames)):
+                            self._dispatch([f.bytes for f in frames])
                 now = time.monotonic()
+                if self.auth is not None:
+                    self.drain_auth_monitor()
+                    self.refresh_clients(now)
                 self._answer_reports(now)
                 if self.ckpt is not None and self.fence_ok(now):  # (no checkpoint by a copy not known current)
                     self._checkpoint_actions(self.ckpt.tick(now))
@@ -565,6 +507,7 @@ class TopologyMaster(TmFencing):
                     log.warning("parent process is gone; exiting")
                     break
         finally:
+            self.close_auth()
             self.sock.close(linger=0)
             self._zctx.term()
 
@@ -572,19 +515,68 @@ class TopologyMaster(TmFencing):
         self.stopping = True
 
     def _dispatch(self, frames):
-        if len(frames) < 3 or frames[1] != CTRL:
-            log.warning("malformed message dropped (%d frames)", len(frames))
-            return
-        identity = frames[0]
+        """One message off the socket (``frames``: bytes, the identity first): checked
+        (streammgr/tmschema.py), then acted on. A bad one is dropped and counted in
+        ``counters["malformed"]`` (a request with a ``req`` is answered an error); nothing
+        raises out of here."""
+        identity = frames[0] if frames else b""
+        if len(frames) != 3 or frames[1] != CTRL:
+            return self._malformed(identity, f"a message of {len(frames)} frames, not [{CTRL!r}, map]")
+        if len(frames[2]) > MAX_CTRL_BYTES:
+            return self._malformed(identity, f"a control message of {len(frames[2])} bytes "
+                                             f"(at most {MAX_CTRL_BYTES})")
         try:
-            msg = wire.decode_ctrl(frames[2])
-        except Exception as e:  # noqa: BLE001 - a bad frame must not kill the master
-            log.warning("undecodable control message from %r dropped: %s", identity, e)
-            return
-        if identity.startswith(b"q"):
-            self.on_request(identity, msg)
-        else:
+            raw = wire.decode_ctrl(frames[2])
+        except Exception as e:  # noqa: BLE001 - whatever the decoder makes of garbage
+            return self._malformed(identity, f"undecodable ({type(e).__name__}: {show(str(e))})")
+        request = identity.startswith(b"q")
+        try:
+            if request:
+                msg, why = self.schema.request(raw)
+                if why is not None:
+                    return self._malformed(identity, why, reply_to=self.schema.reply_to(raw))
+                self.on_request(identity, msg)
+                return
+            parsed = wire.parse_stmgr_identity(identity)
+            if parsed is None or parsed[0] != b"s":
+                return self._malformed(identity, "not a stream manager's identity nor a request's")
+            msg, why = self.schema.stmgr(raw, parsed[1])
+            if why is not None:
+                return self._malformed(identity, why)
             self.on_stmgr(identity, msg)
+        except Exception as e:  # noqa: BLE001 - the last resort: a message dropped, not a dead master
+            op = raw.get("op") if isinstance(raw, dict) else None
+            self.counters["malformed"] += 1
+            if self._malformed_log.ready():
+                log.exception("dropped a control message from %r (op %s): handling it raised (%d more dropped "
+                              "since the last report, %d in all)", identity[:24], show(op),
+                              self._malformed_log.held, self.counters["malformed"])
+                self._malformed_log.held = 0
+            req = self.schema.reply_to(raw) if request else None
+            if req is not None:
+                self._send(identity, "reply", req=req,
+                           error=f"the topology master could not handle {show(op)}: {type(e).__name__}: "
+                                 f"{clip(str(e), NAME_MAX)}")
+
+    def _malformed(self, identity, why, reply_to=None):
+        """Drop a message that failed its check: counted, logged at most once a second, a
+        request with a ``req`` answered an error."""
+        self.counters["malformed"] += 1
+        t = self._malformed_log
+        if t.ready():
+            log.warning("dropped a control message from %r: %s (%d more dropped since the last report, %d in all)",
+                        identity[:24], why, t.held, self.counters["malformed"])
+            t.held = 0
+        if reply_to is not None:
+            self._send(identity, "reply", req=reply_to, error=f"malformed request: {why}")
+
+
+def _user_id(frames):
+    """The ZAP user id (the CURVE public key) the message arrived with, or None."""
+    try:
+        return frames[-1].get("User-Id")
+    except (zmq.ZMQError, IndexError):
+        return None
 
 
 def main(argv=None):

@@ -6,7 +6,7 @@ import time
 
 from .. import topostatus
 from ..monitor import LocalSource, RemoteSource
-from ..metrics_fmt import has_event_time, human_bytes, json_safe, lag, rate, view_watermark, watermark
+from ..metrics_fmt import has_event_time, human_bytes, json_safe, lag, rate, refused, view_watermark, watermark
 
 
 def add_parsers(sub):
@@ -52,6 +52,9 @@ def format_metrics(doc):
              f"backpressure {'ON' if doc['backpressure'] else 'off'}; window {doc['window']}"]
     if topostatus.degraded(doc.get("health")):
         lines.append(topostatus.describe(doc))
+    turned_away = refused(doc)  # control traffic dropped or refused at the topology's ports
+    if turned_away is not None:
+        lines.append(turned_away)
     cols = ["component", "tasks", "emitted", "executed", "acked", "failed", "emit/s", "exec/s",
             "exec ms", "complete ms", "capacity", "bp %", "cpu %", "rss"]
     # event time only when some component has it: its watermark (a bolt's input, a

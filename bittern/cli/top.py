@@ -14,11 +14,15 @@ import signal
 import sys
 import time
 
+from rich.console import Group
+from rich.text import Text
+
 from .. import topostatus
 from ..errors import BitternError
+from ..metrics_fmt import refused, refused_counts
 from ..monitor import LocalSource, RemoteSource, TopologyGone
 from ..tui.keys import KeyReader, NoKeys
-from ..tui.render import component_order, render, render_gone, render_list
+from ..tui.render import FitTable, component_order, render, render_gone, render_list
 
 WINDOWS = ["interval", "1m", "10m", "all"]
 BACK = ("esc", "b", "B", "left", "h", "backspace")
@@ -107,7 +111,8 @@ class Top:
         warning = None
         if self.problem:
             warning = f"not answering ({self.problem[1]}); this data is {age:.0f}s old"
-        return render(self.doc, self.selected, self.cursor, warning, can_back=self.from_list, live=live)
+        view = render(self.doc, self.selected, self.cursor, warning, can_back=self.from_list, live=live)
+        return view if self.selected is not None else with_refused(view, self.doc)
 
     # -- keys ------------------------------------------------------------------------------
     def on_key(self, key):
@@ -160,6 +165,19 @@ class Top:
         self.mode, self.name = "topology", self.rows[pick]["name"]
         self._reset()
         return "fetch"
+
+
+def with_refused(view, doc):
+    """The topology's view with a line under its process table: what the stream
+    managers' and the topology master's ports refused and dropped as malformed (red
+    when any)."""
+    line = refused(doc)
+    if line is None:
+        return view
+    parts = list(view.renderables)
+    at = max((i for i, r in enumerate(parts) if isinstance(r, FitTable)), default=len(parts) - 1) + 1
+    parts.insert(at, Text(line, style="red" if any(refused_counts(doc)) else "dim"))
+    return Group(*parts)
 
 
 def run_live(top, console=None, stdin=None):
