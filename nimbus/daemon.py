@@ -282,6 +282,13 @@ class Nimbus:
             conf = cfg.check_merged(cfg.merge(conf), f"topology {name!r}")
         except BitternError as e:
             raise ApiError(400, str(e)) from None
+        if self.secure and not conf.get("bittern.cluster.curve", True):
+            raise ApiError(400, f"topology {name!r}: bittern.cluster.curve = false would open its topology master "
+                                "and stream manager ports to anyone who reaches them; only a nimbus started "
+                                "with --insecure accepts it")
+        if self.secure and not curve.available():
+            raise ApiError(400, f"topology {name!r}: this nimbus's libzmq has no CURVE, so the topology's ports "
+                                "could not be closed to strangers; install a pyzmq wheel (it bundles CURVE)")
         try:
             data = base64.b64decode(body.get("archive") or "", validate=True)
         except ValueError:

@@ -109,6 +109,10 @@ def test_bad_input_wrong_token_name_in_use_and_code_that_fails_on_the_workers(cl
     # a name in use: refused, the running one untouched
     r = cluster.cli("submit", SEQ, "--name", "seq", "--config", f"test.out={out}", "--config", "test.count=5")
     assert r.returncode != 0 and "already exists" in r.stderr
+    # CURVE off: a nimbus with ZooKeeper credentials does not open a topology's ports to strangers
+    r = cluster.cli("submit", SEQ, "--name", "open", "--config", "bittern.cluster.curve=false")
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "bittern.cluster.curve = false" in r.stderr and "--insecure" in r.stderr, r.stderr
     # code that imports on the client but not on the workers: FAILED with the traceback, not retried
     r = cluster.cli("submit", BROKEN, "--name", "broken")
     assert r.returncode != 0
