@@ -26,6 +26,9 @@ from collections import deque
 WINDOWS = {"interval": 0.0, "1m": 60.0, "10m": 600.0, "all": float("inf")}
 HISTORY_SECS = 660.0
 HISTORY_MAX = 2000
+# Reports closer together than this replace the newest history point instead of adding
+# one: an instance (or a forged stream of reports) cannot grow the history faster.
+HISTORY_MIN_GAP_SECS = 0.5
 
 # counter name -> rate name in window views
 RATES = {"__emit-count": "emit_rate", "__transfer-count": "transfer_rate",
@@ -98,7 +101,10 @@ class MetricsStore:
             h = self.history.get(task)
             if h is None:
                 self.history[task] = h = deque(maxlen=HISTORY_MAX)
-            h.append((now, self.folded(task)))
+            if h and now - h[-1][0] < HISTORY_MIN_GAP_SECS:
+                h[-1] = (now, self.folded(task))
+            else:
+                h.append((now, self.folded(task)))
             while h and now - h[0][0] > HISTORY_SECS:
                 h.popleft()
 

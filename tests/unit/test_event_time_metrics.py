@@ -177,3 +177,14 @@ def test_prometheus_without_event_time_has_no_watermark_samples():
     got, _ = samples(doc(event_time=False))
     assert not [k for k in got if "watermark" in k[0] or k[0] == "bittern_open_windows"]
     assert got[("bittern_tuples_late_total", "3")] == 0.0  # counters start at 0, as the others do
+
+
+def test_a_flood_of_reports_does_not_grow_the_history():
+    """Reports closer than HISTORY_MIN_GAP_SECS replace the newest point (a forged flood of
+    METRICS for a task cannot fill the topology master's memory), and the rates stay right."""
+    from streammgr.metrics import HISTORY_MIN_GAP_SECS, MetricsStore
+    store = MetricsStore({1: "count"}, started=0.0)
+    for i in range(10_000):  # 10 s of reports, one a millisecond
+        store.update(1, {"__execute-count": i}, seq=i, now=i / 1000)
+    assert len(store.history[1]) <= 10 / HISTORY_MIN_GAP_SECS + 1
+    assert store.history[1][-1] == (9.999, {"__execute-count": 9999})
