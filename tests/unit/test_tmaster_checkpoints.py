@@ -32,9 +32,10 @@ class Two(Topology):
 def make_tm(tmp_path):
     made = []
 
-    def make(submitted_at=1.0, b_par=2):
+    def make(submitted_at=1.0, b_par=2, mode="EFFECTIVELY_ONCE"):
+        """(test_tmaster_messages.py and test_tmaster_fencing.py build theirs with it too)"""
         tdef = Two.build("two")
-        conf = cfg.merge(tdef.config, {"topology.reliability.mode": "EFFECTIVELY_ONCE",
+        conf = cfg.merge(tdef.config, {"topology.reliability.mode": mode,
                                        "bittern.checkpoint.dir": str(tmp_path / "ckpt"),
                                        "topology.stateful.checkpoint.interval.seconds": 1.0})
         packing = round_robin({"s": 1, "b": b_par}, 2)

@@ -21,35 +21,16 @@ from bittern.wire import CTRL, Op
 from streammgr.tmaster import ERRORS_PER_COMPONENT, RUNNING, SYSTEM_ERROR_COMPONENTS, TopologyMaster
 from streammgr.tmschema import MAX_CTRL_BYTES, TEXT_KEEP
 
-from .test_tmaster_checkpoints import Two
+from .test_tmaster_checkpoints import make_tm  # noqa: F401 - the fixture tm_of builds on
 from .test_tmschema import VALUES, near_valid
 
 MODES = ["ATLEAST_ONCE", "EFFECTIVELY_ONCE"]
 
 
 @pytest.fixture
-def make_tm(tmp_path):
-    made = []
-
-    def make(mode="ATLEAST_ONCE"):
-        tdef = Two.build("two")
-        conf = cfg.merge(tdef.config, {"topology.reliability.mode": mode,
-                                       "bittern.checkpoint.dir": str(tmp_path / f"ckpt{len(made)}"),
-                                       "topology.stateful.checkpoint.interval.seconds": 1.0})
-        home = str(tmp_path / f"home{len(made)}")
-        plan = RunPlan("two", home, tdef, round_robin({"s": 1, "b": 2}, 2), "tcp://127.0.0.1:*",
-                       {0: {}, 1: {}}, conf)
-        sm = LocalStateManager(home)
-        sm.put("topologies/two", {"state": "RUNNING", "submitted_at": 1.0})
-        tm = TopologyMaster(plan, state=sm)
-        tm.sent = []
-        tm._send = lambda identity, op, **f: tm.sent.append((identity, op, f))
-        made.append(tm)
-        return tm
-    yield make
-    for tm in made:
-        tm.sock.close(linger=0)
-        tm._zctx.term()
+def tm_of(make_tm):
+    """A topology master of the two-container topology, in either mode."""
+    return lambda mode="ATLEAST_ONCE": make_tm(mode=mode)
 
 
 def frames(identity, value):
@@ -119,8 +100,8 @@ FINDINGS = [
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_every_finding_is_dropped_counted_and_changes_nothing(make_tm, mode):
-    tm = running(make_tm(mode))
+def test_every_finding_is_dropped_counted_and_changes_nothing(tm_of, mode):
+    tm = running(tm_of(mode))
     before = snapshot(tm)
     for i, (fr, reply) in enumerate(FINDINGS, 1):
         tm._dispatch(fr)
@@ -141,8 +122,8 @@ def test_every_finding_is_dropped_counted_and_changes_nothing(make_tm, mode):
     assert (rep["tmaster_malformed"], rep["tmaster_denied"]) == (len(FINDINGS), 0)
 
 
-def test_the_stream_managers_counts_reach_the_documents(make_tm):
-    tm = running(make_tm())
+def test_the_stream_managers_counts_reach_the_documents(tm_of):
+    tm = running(tm_of())
     for c, (mal, den) in {0: (3, 1), 1: (0, 5)}.items():
         tm._dispatch(frames(b"s%d" % c, {"op": Op.HEARTBEAT, "container": c, "counters": {
             "local": 1, "dropped": 2, "malformed": mal, "denied": den}}))
@@ -154,9 +135,9 @@ def test_the_stream_managers_counts_reach_the_documents(make_tm):
     assert tm.counters["malformed"] == 0
 
 
-def test_a_handler_that_raises_costs_one_message(make_tm, caplog):
+def test_a_handler_that_raises_costs_one_message(tm_of, caplog):
     """The last resort: an unforeseen failure while acting on a checked message."""
-    tm = running(make_tm())
+    tm = running(tm_of())
 
     def broken(*a):
         raise OSError("the disk is full")
@@ -172,8 +153,8 @@ def test_a_handler_that_raises_costs_one_message(make_tm, caplog):
     assert tm.sent[-1][2]["active"] is True and tm.sent[-1][2]["error"] is None
 
 
-def test_logging_is_throttled(make_tm, caplog):
-    tm = running(make_tm())
+def test_logging_is_throttled(tm_of, caplog):
+    tm = running(tm_of())
     with caplog.at_level(logging.WARNING, logger="bittern.tmaster"):
         for _ in range(500):
             tm._dispatch(frames(b"s0", [1]))
@@ -181,8 +162,8 @@ def test_logging_is_throttled(make_tm, caplog):
     assert tm.counters["malformed"] == 500 and 1 <= len(lines) <= 3
 
 
-def test_errors_memory_stays_bounded(make_tm):
-    tm = running(make_tm())
+def test_errors_memory_stays_bounded(tm_of):
+    tm = running(tm_of())
     big = "x" * 25000
     tracemalloc.start()
     try:
@@ -237,11 +218,11 @@ def check_invariants(tm, before, malformed_before):
 @settings(max_examples=250, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(st.data())
-def test_fuzzed_messages_never_raise_and_never_pass_a_bad_one(make_tm, mode, data):
-    tm = getattr(make_tm, "_tm_" + mode, None)
+def test_fuzzed_messages_never_raise_and_never_pass_a_bad_one(tm_of, mode, data):
+    tm = getattr(tm_of, "_tm_" + mode, None)
     if tm is None:  # one topology master per test run: what the examples leave adds up
-        tm = running(make_tm(mode))
-        setattr(make_tm, "_tm_" + mode, tm)
+        tm = running(tm_of(mode))
+        setattr(tm_of, "_tm_" + mode, tm)
     raised = Raised()
     logging.getLogger("bittern.tmaster").addHandler(raised)
     try:
