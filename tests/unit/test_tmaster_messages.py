@@ -13,22 +13,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from bittern import config as cfg
-from bittern.packing import round_robin
-from bittern.runplan import RunPlan
-from bittern.state import LocalStateManager
 from bittern.wire import CTRL, Op
-from streammgr.tmaster import ERRORS_PER_COMPONENT, RUNNING, SYSTEM_ERROR_COMPONENTS, TopologyMaster
+from streammgr.tmaster import ERRORS_PER_COMPONENT, RUNNING, SYSTEM_ERROR_COMPONENTS
 from streammgr.tmschema import MAX_CTRL_BYTES, TEXT_KEEP
 
-from .test_tmaster_checkpoints import make_tm  # noqa: F401 - the fixture tm_of builds on
+from .test_tmaster_checkpoints import make_tm as make_tm  # noqa: F401,F811 - the fixture tm_of builds on
 from .test_tmschema import VALUES, near_valid
 
 MODES = ["ATLEAST_ONCE", "EFFECTIVELY_ONCE"]
 
 
 @pytest.fixture
-def tm_of(make_tm):
+def tm_of(make_tm):  # noqa: F811 - the fixture, by name
     """A topology master of the two-container topology, in either mode."""
     return lambda mode="ATLEAST_ONCE": make_tm(mode=mode)
 
