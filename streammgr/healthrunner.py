@@ -9,8 +9,9 @@ Every ``topology.healthmgr.interval.secs`` the topology master's loop calls
   sends RESTART_TASK to the stream manager of the task's container, which SIGTERMs
   the instance on its own host; its supervisor starts it again. Counted as applied
   once sent.
-* ``scale``: ``scale(component, parallelism)``, which blocks until the rebalance is
-  done and raises if it failed, runs in a background thread, so the topology
+* ``scale``: ``scale({component: parallelism, ...})`` (every component the action
+  scales, in one rebalance), which blocks until the rebalance is done and raises if
+  it failed, runs in a background thread, so the topology
   master's loop never waits for it. No policy round runs while it is in flight;
   when it returns, :meth:`HealthManager.action_applied` (the post-action wait counts
   from then) or :meth:`HealthManager.action_failed` (blacklisted).
@@ -26,8 +27,8 @@ blacklist.
 How a scale is carried out is the caller's: :func:`local_scaler` runs
 ``python -m bittern rebalance`` in its own session (it outlives this process if the
 rebalance restarts the topology master); :func:`cluster_scaler` writes the request
-document ``healthmgr/NAME/request`` for nimbus, and waits for nimbus to mark it
-done (nimbus's side is not wired yet: such a request fails after its timeout).
+document ``healthmgr/NAME/request`` for nimbus (nimbus/daemon.py carries it out as
+a rebalance), and waits for nimbus to mark it done.
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ import time
 from bittern.wire import Op
 
 from .health import HealthManager, measure
+from .health.ds2 import Graph
 from .health.manager import Decision
 from .health.model import FAILED, PENDING, RESTART, SCALE
 
@@ -56,7 +58,7 @@ SCALE_TIMEOUT = 300.0  # seconds a cluster scale request may wait for nimbus
 # what the sensors read of a metrics document (streammgr/health/sensors.py): the copy
 # saved with a pending action keeps only these
 _TASK_KEYS = ("component", "container", "pid", "window_secs", "backpressure_initiated_fraction",
-              "backpressure_fraction", "queued_bytes", "execute_rate", "cpu_percent", "capacity",
+              "backpressure_fraction", "queued_bytes", "execute_rate", "emit_rate", "cpu_percent", "capacity",
               "execute_latency_count")
 _STMGR_KEYS = ("backpressure_secs", "backpressure_secs_by_task", "queued_by_task")
 
@@ -81,21 +83,24 @@ def request_path(name):
 
 class HealthRunner:
     """``doc()``: the metrics document of a round; ``restart(task, reason)``;
-    ``scale(component, parallelism)``: blocking, raises on failure; ``state``: where
+    ``scale({component: parallelism})``: blocking, raises on failure; ``state``: where
     the decision log is saved (None: nowhere); ``ready()``: False while the topology
     is not running (no round then); ``busy()``: a rebalance is under way (no round
     then); ``parallelism(component)``: its number of tasks in this topology master's
-    plan (to tell whether a predecessor's scale took effect)."""
+    plan (to tell whether a predecessor's scale took effect); ``graph``: the
+    topology's streams (:class:`~streammgr.health.ds2.Graph`) for the true-rate model
+    (None: Dhalion's rules alone)."""
 
     def __init__(self, name, config, doc, restart, scale, state=None, clock=time.monotonic,
-                 ready=lambda: True, caps=None, busy=lambda: False, parallelism=None, submission=None):
+                 ready=lambda: True, caps=None, busy=lambda: False, parallelism=None, submission=None,
+                 graph=None):
         self.name = name
         self.submission = submission  # the topology's submitted_at: a log of another submission is not ours
         self.doc, self.restart, self.scale, self.state = doc, restart, scale, state
         self.clock = clock
         self.ready, self.busy = ready, busy
         self.parallelism = parallelism
-        self.hm = HealthManager(config, now=clock(), caps=caps)
+        self.hm = HealthManager(config, now=clock(), caps=caps, graph=graph)
         self.settings = self.hm.settings
         self.earlier = []  # decisions of earlier topology masters (dicts), oldest first
         self.in_flight = None  # (decision, thread, result dict) of a scale under way
@@ -153,10 +158,11 @@ class HealthRunner:
             dec.time = now - (time.time() - d["at"])  # its time on this process's clock
         a, applied = dec.action, True
         if a.kind == SCALE and self.parallelism is not None:
-            have = self.parallelism(a.component)
-            if have != a.parallelism_to:
-                applied = (f"the rebalance did not take effect: {a.component} has {have} task(s), "
-                           f"not {a.parallelism_to}")
+            for comp, want in a.scales().items():
+                have = self.parallelism(comp)
+                if have != want:
+                    applied = f"the rebalance did not take effect: {comp} has {have} task(s), not {want}"
+                    break
         self.hm.resume(dec, before, now, applied)
         self._takeover = applied is True
         self._before = (pending.get("before"), pending.get("prev"))
@@ -194,8 +200,7 @@ class HealthRunner:
                 self.hm.action_failed(now, result["error"])
                 out.append(dec)
             else:
-                log.info("health: #%d carried out: %s %s -> %s", dec.id, dec.action.component,
-                         dec.action.parallelism_from, dec.action.parallelism_to)
+                log.info("health: #%d carried out: %s", dec.id, _scales(dec.action))
                 self.hm.action_applied(now)
             self._save()
         last = self.hm.last_round
@@ -248,17 +253,15 @@ class HealthRunner:
 
             def run():
                 try:
-                    self.scale(a.component, a.parallelism_to)
+                    self.scale(a.scales())
                     result["error"] = None
                 except Exception as e:  # noqa: BLE001 - reported as the action's outcome
                     result["error"] = f"{type(e).__name__}: {e}"
-                    log.warning("health: #%d scale of %s to %s failed: %s", d.id, a.component,
-                                a.parallelism_to, result["error"])
+                    log.warning("health: #%d scale (%s) failed: %s", d.id, _scales(a), result["error"])
 
             t = threading.Thread(target=run, name=f"healthmgr-scale-{d.id}", daemon=True)
             self.in_flight = (d, t, result)
-            log.info("health: #%d scaling %s %s -> %s in the background", d.id, a.component,
-                     a.parallelism_from, a.parallelism_to)
+            log.info("health: #%d scaling %s in the background", d.id, _scales(a))
             t.start()
 
     def wait(self, timeout=None):
@@ -291,18 +294,34 @@ class HealthRunner:
 
 
 # -- carrying out a scale ---------------------------------------------------------------------
+def _scales(action):
+    froms = action.froms()
+    return ", ".join(f"{c} {froms.get(c)} -> {n}" for c, n in action.scales().items())
+
+
+def _parallelisms(parallelisms):
+    """``{component: n}`` checked: a one-line error naming what is wrong."""
+    if not isinstance(parallelisms, dict) or not parallelisms:
+        raise ValueError(f"a scale needs {{component: parallelism}}, got {parallelisms!r}")
+    for c, n in parallelisms.items():
+        if not isinstance(c, str) or not c or isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"a scale of component {c!r} to {n!r}: needs a name and a parallelism >= 1")
+    return dict(parallelisms)
+
+
 def local_scaler(name, home, timeout=SCALE_TIMEOUT):
-    """Scale by running ``python -m bittern --home HOME rebalance NAME --parallelism C=N``
-    (bittern/rebalance.py) in its own session, its output in
+    """Scale by running ``python -m bittern --home HOME rebalance NAME --parallelism C=N
+    [C=N ...]`` (bittern/rebalance.py: every component in one rebalance) in its own session, its output in
     ``<home>/logs/NAME/healthmgr-rebalance.log`` rather than a pipe: a local rebalance
     restarts every process of the topology, this topology master included, and the
     rebalance must outlive it (the next topology master finds the outcome: see
     :meth:`HealthRunner._resume`)."""
     from bittern import logs
 
-    def scale(component, parallelism):
+    def scale(parallelisms):
+        par = _parallelisms(parallelisms)
         cmd = [sys.executable, "-m", "bittern", "--home", home, "rebalance", name,
-               "--parallelism", f"{component}={parallelism}"]
+               "--parallelism", *(f"{c}={n}" for c, n in par.items())]
         path = os.path.join(logs.log_dir(home, name), "healthmgr-rebalance.log")
         os.makedirs(os.path.dirname(path), exist_ok=True)
         log.info("health: running %s (output in %s)", " ".join(cmd), path)
@@ -323,10 +342,15 @@ def local_scaler(name, home, timeout=SCALE_TIMEOUT):
 
 def cluster_scaler(state, name, timeout=SCALE_TIMEOUT, poll=1.0, clock=time.monotonic, sleep=time.sleep):
     """Scale in cluster mode: write ``healthmgr/NAME/request`` for nimbus and wait until
-    nimbus marks it ``done`` (or ``error``). Nimbus's side is not wired yet, so such a
-    request fails after ``timeout`` seconds (and is blacklisted, so it is not repeated)."""
-    def scale(component, parallelism):
-        req = {"component": component, "parallelism": parallelism, "time": time.time(), "state": "REQUESTED"}
+    nimbus marks it ``done`` (or ``error``); a request nimbus does not answer fails
+    after ``timeout`` seconds (and is blacklisted, so it is not repeated). The request
+    names every component in ``parallelisms`` ({component: n}); ``component`` and
+    ``parallelism`` repeat the first, for a nimbus that reads only those."""
+    def scale(parallelisms):
+        par = _parallelisms(parallelisms)
+        first = next(iter(par))
+        req = {"component": first, "parallelism": par[first], "parallelisms": par, "time": time.time(),
+               "state": "REQUESTED"}
         state.put(request_path(name), req)
         deadline = clock() + timeout
         while clock() < deadline:
@@ -339,7 +363,7 @@ def cluster_scaler(state, name, timeout=SCALE_TIMEOUT, poll=1.0, clock=time.mono
                 raise RuntimeError(f"nimbus: {doc.get('error')}")
             sleep(poll)
         raise RuntimeError(f"nimbus did not carry out {request_path(name)} in {timeout:.0f}s "
-                           "(nimbus does not act on health manager requests yet)")
+                           "(is a nimbus leader running?)")
     return scale
 
 
@@ -380,7 +404,8 @@ def attach(tm):
     runner = HealthRunner(tm.name, conf, lambda: tm.metrics_doc(window), restart, scale, state=tm.state,
                           ready=lambda: tm.phase == "RUNNING" and tm.active, caps=caps, busy=busy,
                           parallelism=parallelism,
-                          submission=(tm.state.topology(tm.name) or {}).get("submitted_at"))
+                          submission=(tm.state.topology(tm.name) or {}).get("submitted_at"),
+                          graph=Graph.from_topology(tm.plan.topology))
     log.info("health manager on: a round every %gs, %gs after an action before it is judged",
              runner.settings.interval_secs, runner.settings.post_action_wait_secs)
     return runner

@@ -22,12 +22,14 @@ yes                    no               most gets the most data (a hot key); mor
 =====================  ===============  ==========================================
 
 Data skew is diagnosed without pressure as well, when both skews point at it.
-OVER_PROVISIONED: low utilisation for ``sustained.windows`` rounds in a row while
-nothing in the topology is under pressure and no spout is throttled.
+OVER_PROVISIONED, while nothing in the topology is under pressure and no spout is
+throttled: the true-rate model (ds2.py) needed fewer tasks than the bolt has
+(EXCESS_PARALLELISM) for ``scale.down.windows`` rounds in a row; for a bolt the
+model has no numbers for, low utilisation for ``sustained.windows`` rounds in a row.
 """
 from __future__ import annotations
 
-from .model import (BACKPRESSURE, DATA_SKEW, GROWING_QUEUE, LARGE_QUEUE, LOW_UTILIZATION,
+from .model import (BACKPRESSURE, DATA_SKEW, EXCESS_PARALLELISM, GROWING_QUEUE, LARGE_QUEUE, LOW_UTILIZATION,
                     OVER_PROVISIONED, PROCESSING_RATE_SKEW, QUEUE_SKEW, SLOW_INSTANCE,
                     UNATTRIBUTED_BACKPRESSURE, UNDER_PROVISIONED, Diagnosis)
 
@@ -59,10 +61,13 @@ def _evidence(m, component):
             "spouts_throttled": m.throttled}
 
 
-def diagnose(symptoms, m, s, low_windows=None):
+def diagnose(symptoms, m, s, low_windows=None, down=None, modeled=()):
     """Diagnoses, most severe first. ``low_windows``: component -> rounds in a row
-    with LOW_UTILIZATION (kept by the manager)."""
-    low_windows = low_windows or {}
+    with LOW_UTILIZATION; ``down``: component -> the model's required parallelism in
+    each of the calm rounds in a row that found it over-provisioned (both kept by the
+    manager); ``modeled``: components the model has numbers for (only it scales them
+    down)."""
+    low_windows, down = low_windows or {}, down or {}
     out = []
     pressured = set()
     for c in m.bolts():
@@ -101,7 +106,13 @@ def diagnose(symptoms, m, s, low_windows=None):
         and (m.throttled or 0.0) <= s.backpressure_threshold
     if calm:
         for x in symptoms:
-            if x.kind == LOW_UTILIZATION and low_windows.get(x.component, 0) >= s.sustained_windows:
+            if x.kind == EXCESS_PARALLELISM and len(down.get(x.component, ())) >= s.scale_down_windows:
+                reqs = list(down[x.component])
+                out.append(Diagnosis(OVER_PROVISIONED, x.component, None, (x,),
+                                     {**_evidence(m, x.component), "windows": len(reqs), "required": reqs}))
+        for x in symptoms:
+            if x.kind == LOW_UTILIZATION and x.component not in modeled \
+                    and low_windows.get(x.component, 0) >= s.sustained_windows:
                 out.append(Diagnosis(OVER_PROVISIONED, x.component, None, (x,),
                                      {**_evidence(m, x.component), "windows": low_windows[x.component]}))
     return out

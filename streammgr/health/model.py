@@ -15,6 +15,7 @@ GROWING_QUEUE = "GROWING_QUEUE"  # ... and growing between rounds
 PROCESSING_RATE_SKEW = "PROCESSING_RATE_SKEW"  # execute rates of a component's instances differ
 QUEUE_SKEW = "QUEUE_SKEW"  # their queues (or the backpressure they cause) differ
 LOW_UTILIZATION = "LOW_UTILIZATION"  # every instance of a bolt is mostly idle
+EXCESS_PARALLELISM = "EXCESS_PARALLELISM"  # the true-rate model (ds2.py) needs fewer tasks than it has
 
 # diagnosis kinds (diagnosers.py)
 UNDER_PROVISIONED = "UNDER_PROVISIONED"
@@ -30,6 +31,7 @@ PENDING = "PENDING"  # the action is to be carried out; its effect is checked af
 HELPED = "HELPED"
 DID_NOT_HELP = "DID_NOT_HELP"
 UNKNOWN = "UNKNOWN"  # the metrics after the wait cannot tell
+FELL_SHORT = "FELL_SHORT"  # it improved things but did not deliver what it promised: corrected from fresh rates
 FAILED = "FAILED"  # the action could not be carried out
 REPORTED = "REPORTED"  # a report: nothing to carry out
 BLACKLISTED = "BLACKLISTED"  # the diagnosis stands, but its action did not help before
@@ -67,9 +69,26 @@ class Action:
     parallelism_from: int | None = None
     parallelism_to: int | None = None
     reason: str = ""
+    # a scale of several components at once: component -> [from, to], ``component`` first
+    # (empty: ``component`` alone, parallelism_from -> parallelism_to)
+    targets: dict = field(default_factory=dict)
 
     def to_dict(self):
         return asdict(self)
+
+    def scales(self):
+        """component -> the parallelism a SCALE sets ({} for other kinds)."""
+        if self.kind != SCALE:
+            return {}
+        if self.targets:
+            return {c: int(ft[1]) for c, ft in self.targets.items()}
+        return {self.component: self.parallelism_to}
+
+    def froms(self):
+        """component -> the parallelism it had before a SCALE."""
+        if self.targets:
+            return {c: ft[0] for c, ft in self.targets.items()}
+        return {self.component: self.parallelism_from}
 
 
 _KEYS = {  # attribute -> config key
@@ -82,7 +101,8 @@ _KEYS = {  # attribute -> config key
     "skew_ratio": "topology.healthmgr.skew.ratio",
     "low_utilization": "topology.healthmgr.low.utilization",
     "sustained_windows": "topology.healthmgr.sustained.windows",
-    "scale_down_target": "topology.healthmgr.scale.down.target.utilization",
+    "target_utilization": "topology.healthmgr.target.utilization",
+    "scale_down_windows": "topology.healthmgr.scale.down.windows",
     "max_parallelism": "topology.healthmgr.max.parallelism",
 }
 
@@ -98,7 +118,8 @@ class Settings:
     skew_ratio: float = 1.5
     low_utilization: float = 0.2
     sustained_windows: int = 3
-    scale_down_target: float = 0.5
+    target_utilization: float = 0.7
+    scale_down_windows: int = 3
     max_parallelism: int = 32
 
     @classmethod
@@ -117,7 +138,8 @@ class Settings:
             skew_ratio=float(conf["topology.healthmgr.skew.ratio"]),
             low_utilization=float(conf["topology.healthmgr.low.utilization"]),
             sustained_windows=int(conf["topology.healthmgr.sustained.windows"]),
-            scale_down_target=float(conf["topology.healthmgr.scale.down.target.utilization"]),
+            target_utilization=float(conf["topology.healthmgr.target.utilization"]),
+            scale_down_windows=int(conf["topology.healthmgr.scale.down.windows"]),
             max_parallelism=int(conf["topology.healthmgr.max.parallelism"]))
         s.validate()
         return s
@@ -129,12 +151,14 @@ class Settings:
             bad("backpressure_threshold", "must be a fraction between 0 and 1")
         if self.skew_ratio <= 1:
             bad("skew_ratio", "must be > 1")
-        if not 0 < self.low_utilization < self.scale_down_target:
-            bad("low_utilization", "must be > 0 and below topology.healthmgr.scale.down.target.utilization")
-        if not self.scale_down_target < 1:
-            bad("scale_down_target", "must be below 1 (a margin below saturation)")
+        if not 0 < self.target_utilization <= 1:
+            bad("target_utilization", "must be a fraction above 0 and at most 1")
+        if not 0 < self.low_utilization < self.target_utilization:
+            bad("low_utilization", "must be > 0 and below topology.healthmgr.target.utilization")
         if self.sustained_windows < 1:
             bad("sustained_windows", "must be >= 1")
+        if self.scale_down_windows < 1:
+            bad("scale_down_windows", "must be >= 1")
         if self.max_parallelism < 1:
             bad("max_parallelism", "must be >= 1")
         for attr in ("interval_secs", "post_action_wait_secs", "queue_bytes_threshold", "queue_growth_threshold"):

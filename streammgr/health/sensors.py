@@ -19,7 +19,11 @@ Per instance (task):
   ``queued_bytes`` or ``stmgrs[c]["queued_by_task"]``), and ``queue_growth`` in bytes/s
   since the previous document.
 * ``execute_rate`` (tuples/s), ``cpu_percent``, ``capacity`` (the fraction of the
-  window spent executing) and ``utilization`` = max(cpu share of one core, capacity).
+  window spent executing) and ``utilization`` = max(cpu share of one core, capacity):
+  the fraction of the window it was busy, so ``execute_rate / utilization`` is its
+  *true* processing rate (tuples per busy second: DS2's, see ds2.py).
+* ``emit_rate`` (tuples/s emitted, on all streams: the metrics have no per-stream
+  counts), for spouts (what they offered) and bolts (their output, for selectivity).
 
 A sensor without data leaves the value ``None`` and records why in ``missing``:
 nothing downstream mistakes "not measured" for "zero".
@@ -61,6 +65,7 @@ class Instance:
     queue_bytes: float | None = None
     queue_growth: float | None = None
     execute_rate: float | None = None
+    emit_rate: float | None = None
     cpu_percent: float | None = None
     capacity: float | None = None
     utilization: float | None = None
@@ -80,6 +85,7 @@ class Component:
     queue_bytes_max: float | None = None
     queue_bytes_total: float | None = None
     execute_rate: float | None = None  # summed over instances
+    emit_rate: float | None = None  # summed over instances
     utilization: float | None = None  # mean over instances, None unless every instance has one
 
     def to_dict(self):
@@ -174,6 +180,7 @@ def measure(doc, prev=None, elapsed=None):
         if has_window:
             if kind != "spout":
                 inst.execute_rate = num(v, "execute_rate")
+            inst.emit_rate = num(v, "emit_rate")
             inst.cpu_percent = num(v, "cpu_percent")
             cap = num(v, "capacity")
             # capacity comes from execute latencies; without any it is unknown, not 0
@@ -206,6 +213,9 @@ def measure(doc, prev=None, elapsed=None):
         rates = [i.execute_rate for i in insts if i.execute_rate is not None]
         if rates:
             c.execute_rate = sum(rates)
+        emits = [i.emit_rate for i in insts if i.emit_rate is not None]
+        if emits:
+            c.emit_rate = sum(emits)
         us = [i.utilization for i in insts if i.utilization is not None]
         if us and len(us) == len(insts):
             c.utilization = sum(us) / len(us)

@@ -43,11 +43,12 @@ class World:
                  for _ in range(self.par)]
         return topo(split, [bolt(cpu=50, rate=100)], throttled=bp, uptime=uptime)
 
-    def scale(self, component, parallelism):
+    def scale(self, parallelisms):
         if self.gate is not None:
             assert self.gate.wait(10)
         if self.fail_scale:
             raise RuntimeError(self.fail_scale)
+        [(component, parallelism)] = parallelisms.items()
         self.scaled.append((component, parallelism))
         self.par = parallelism
 
@@ -156,12 +157,20 @@ def test_cluster_scaler_writes_a_request_and_waits_for_nimbus(tmp_path):
             state.put(request_path("t"), {**doc, "state": "DONE"})
 
     scale = cluster_scaler(state, "t", timeout=30, clock=lambda: t[0], sleep=sleep)
-    scale("split", 4)
+    scale({"split": 4})
     assert state.get(request_path("t"))["parallelism"] == 4
+    # several components in one request; component/parallelism name the first
+    t[0] = 0.0
+    scale({"split": 3, "count": 5})
+    req = state.get(request_path("t"))
+    assert (req["component"], req["parallelism"], req["parallelisms"]) == ("split", 3, {"split": 3, "count": 5})
     # nimbus never answers: the request fails after the timeout, saying why
     never = cluster_scaler(state, "t", timeout=5, clock=lambda: t[0], sleep=lambda s: t.__setitem__(0, t[0] + s))
     with pytest.raises(RuntimeError, match="did not carry out"):
-        never("split", 8)
+        never({"split": 8})
+    for bad in ({}, {"split": 0}, {"split": "4"}, ("split", 4)):
+        with pytest.raises(ValueError, match="scale"):
+            scale(bad)
 
 
 def test_stream_manager_restarts_only_the_incarnation_asked_for(monkeypatch):

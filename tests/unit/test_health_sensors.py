@@ -127,8 +127,9 @@ def test_settings_from_config_and_validation():
     assert (s.skew_ratio, s.max_parallelism, s.enabled, s.post_action_wait_secs) == (2.0, 8, False, 60.0)
     assert Settings.from_config(None) == Settings()
     for key, val in [("topology.healthmgr.skew.ratio", 1.0), ("topology.healthmgr.backpressure.threshold", 1.5),
-                     ("topology.healthmgr.low.utilization", 0.6),
-                     ("topology.healthmgr.scale.down.target.utilization", 1.0),
+                     ("topology.healthmgr.low.utilization", 0.8),  # above target.utilization (0.7)
+                     ("topology.healthmgr.target.utilization", 1.5), ("topology.healthmgr.target.utilization", 0),
+                     ("topology.healthmgr.scale.down.windows", 0),
                      ("topology.healthmgr.sustained.windows", 0), ("topology.healthmgr.max.parallelism", 0)]:
         with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
             Settings.from_config({key: val})
