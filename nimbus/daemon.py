@@ -457,10 +457,14 @@ class Nimbus:
 
     def _scale(self, name, path, req):
         try:
-            try:
-                par = {str(req["component"]): int(req["parallelism"])}
-            except (KeyError, TypeError, ValueError):
-                raise RebalanceError(f"malformed scale request {req!r}") from None
+            try:  # every component of one decision in one rebalance (streammgr/healthrunner.py)
+                many = req.get("parallelisms")
+                par = ({str(c): int(n) for c, n in many.items()} if isinstance(many, dict) and many
+                       else {str(req["component"]): int(req["parallelism"])})
+                if any(n < 1 for n in par.values()):
+                    raise ValueError("a parallelism below 1")
+            except (KeyError, TypeError, ValueError, AttributeError):
+                raise RebalanceError(f"malformed scale request {req!r:.200}") from None
             log.info("topology %s: the health manager asks for %s", name, par)
             rebalance(self.state, name, par, deployer=RebalanceDeployer(self, name),
                       say=lambda line: log.info("rebalance %s: %s", name, line))
