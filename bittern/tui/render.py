@@ -350,7 +350,7 @@ def event_time_summary(c):
 
 
 HEALTH_DECISIONS = 4  # the last decisions of the health manager shown under the stream managers
-OUTCOME_STYLES = {"PENDING": "cyan", "HELPED": "green", "DID_NOT_HELP": "bold red", "FAILED": "bold red",
+OUTCOME_STYLES = {"PENDING": "cyan", "HELPED": "green", "FELL_SHORT": "yellow", "DID_NOT_HELP": "bold red", "FAILED": "bold red",
                   "BLACKLISTED": "yellow", "REPORTED": "yellow", "UNKNOWN": "dim", "INTERRUPTED": "dim"}
 
 
