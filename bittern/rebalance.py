@@ -292,7 +292,7 @@ def _run(state, name, rec, par, containers, deployer, timeout, say, t0):
     was_active = bool(status.get("active"))
     old_asg = state.assignment(name) or {}
     old_packing = PackingPlan.from_dict(old_asg["packing"])
-    tm = TMClient(status["tmaster"])
+    tm = TMClient(status["tmaster"], curve=_tm_curve(deployer, name))
     deployed = False
     try:
         say(f"deactivating {name}")
@@ -312,7 +312,7 @@ def _run(state, name, rec, par, containers, deployer, timeout, say, t0):
         tm.close()
         err = e if isinstance(e, BitternError) else BitternError(f"{type(e).__name__}: {e}")
         if not deployed:  # nothing changed but the activation
-            _activate(state, name, was_active, say)
+            _activate(state, name, was_active, say, deployer)
             raise RebalanceError(f"rebalance of {name!r} failed before the new plan was deployed: {err}",
                                  "failed") from e
         say(f"the new plan failed ({err}); putting the old plan back")
@@ -326,10 +326,10 @@ def _run(state, name, rec, par, containers, deployer, timeout, say, t0):
         except BaseException as e2:
             raise RebalanceError(f"rebalance of {name!r} failed ({err}) and so did restarting it on the old "
                                  f"plan ({e2}); see `bittern logs {name}`", "broken") from e
-        _activate(state, name, was_active, say)
+        _activate(state, name, was_active, say, deployer)
         raise RebalanceError(f"rebalance of {name!r} failed, back on the old plan: {err}", "failed") from e
     tm.close()
-    _activate(state, name, was_active, say)
+    _activate(state, name, was_active, say, deployer)
     ntasks = {c: len(ts) for c, ts in packing.component_tasks.items()}
     return {"name": name, "parallelism": ntasks, "containers": len(packing.containers),
             "tasks": len(packing.task_component), "drained": drained,
@@ -343,7 +343,14 @@ def _status_error(st):
     return err or f"the topology master reports {st.get('phase')}"
 
 
-def _activate(state, name, was_active, say):
+def _tm_curve(deployer, name):
+    """The CURVE keys to reach ``name``'s topology master, from the deployer (cluster mode:
+    nimbus's; None in local mode, where its socket is a private ipc one)."""
+    keys = getattr(deployer, "tm_curve", None)
+    return keys(name) if keys is not None else None
+
+
+def _activate(state, name, was_active, say, deployer):
     """Activate the topology's current topology master (if it was active before)."""
     if not was_active:
         return
@@ -351,7 +358,7 @@ def _activate(state, name, was_active, say):
     if not st.get("tmaster"):
         return
     try:
-        with TMClient(st["tmaster"]) as tm:
+        with TMClient(st["tmaster"], curve=_tm_curve(deployer, name)) as tm:
             tm.request(Op.ACTIVATE)
         say(f"{name} activated")
     except BitternError as e:

@@ -501,6 +501,10 @@ class RebalanceDeployer:
     def __init__(self, nimbus, name):
         self.nimbus, self.name = nimbus, name
 
+    def tm_curve(self, name):
+        """How rebalance reaches the topology master: a CURVE client with nimbus's key."""
+        return self.nimbus.source.tm_curve(name)
+
     def pack(self, tdef, conf):
         return pack(tdef, conf)
 
