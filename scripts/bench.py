@@ -73,6 +73,12 @@ Rows (pick with ``--only``, comma-separated, a prefix matches: ``amo``, ``bitter
   1 s windows (record ``win-tumble-100k``) and in sliding 10 s windows every 1 s
   (``win-slide-100k``): the peak RSS of the window bolt's process (target: sliding
   <= 2x tumbling) and the windows it held open; results checked by digest.
+* ``healthmgr`` (a row group, scripts/benchkit/healthmgr.py): auto-scaling by the health
+  manager on the topologies of tests/test_healthmgr.py, records ``hm-up`` (a pipeline of
+  two bolts short of tasks at 400/s: scale actions and seconds until a scale up is judged
+  HELPED, final / needed tasks), ``hm-down`` (the rate then at a quarter: the same for the
+  scale down) and ``hm-skew`` (a hot key: seconds to the DATA_SKEW report, actions taken:
+  0 wanted); every id emitted acked and at the sink or the run fails. ~2 min per run.
 * ``idle-latency``: one sentence every 200 ms; the median time a word takes to
   cross the topology.
 * ``idle-cpu``: a topology whose spout emits nothing, for ~10 s: CPU % and RSS of
@@ -236,7 +242,8 @@ def main(argv=None):
                  if k in ("row", "ok", "sent_per_s", "words_per_s", "startup_s", "peak_rss_mb", "p50_ms",
                           "p99_ms", "wm_p99_ms", "win_bolt_rss_mb", "open_windows_peak", "foreign_cpu_pct",
                           "sink_exact", "commit_after_s", "share_1pct", "pause_max_1pct_ms",
-                          "compact_gap_max_ms", "backend", "count_rss_mb", "keys_per_s", "problems")}
+                          "compact_gap_max_ms", "backend", "count_rss_mb", "keys_per_s", "actions",
+                          "converge_s", "final", "over", "problems")}
         print(f"[bench] run {run + 1}/{a.runs} {kind:10s} {json.dumps(brief)}", file=sys.stderr, flush=True)
         if outf:
             slim = {k: v for k, v in rec.items() if k not in ("counts",)}

@@ -37,6 +37,10 @@ Groups
   (:data:`benchkit.common.TARGET_DISK_OVER_MEMORY`). ``disk-10m``: a keyed count over
   ``--disk-keys`` (10,000,000) distinct keys on the disk backend; target: the count
   instance's peak RSS <= 300 MB (:data:`benchkit.common.TARGET_DISK_RSS_MB`).
+* ``healthmgr`` (scripts/benchkit/healthmgr.py, :class:`HealthGroup`): auto-scaling by the
+  health manager (issue 19), records ``hm-up``, ``hm-down``, ``hm-skew`` (kind
+  ``healthmgr``): scale actions and seconds to converge, final / needed tasks (target 1;
+  ``hm-up`` at most 2 actions).
 """
 from __future__ import annotations
 
@@ -46,6 +50,7 @@ import shutil
 
 from .common import ROOT, TARGET_CKPT_PAUSE_MS, TARGET_CKPT_SHARE_PCT, bittern_python
 from .disk import Disk10mGroup, DiskWcGroup
+from .healthmgr import HealthGroup
 from .measure import Measured
 from .report import f1, f2, fmt, median_or_none, ms, table
 
@@ -172,4 +177,5 @@ ROW_GROUPS = {
     "ckpt-1m": CkptGroup,
     "disk-wc": DiskWcGroup,
     "disk-10m": Disk10mGroup,
+    "healthmgr": HealthGroup,
 }

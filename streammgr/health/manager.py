@@ -33,7 +33,7 @@ from . import ds2
 from .detectors import detect
 from .diagnosers import diagnose
 from .model import (BACKPRESSURE, BLACKLISTED, DATA_SKEW, DID_NOT_HELP, EXCESS_PARALLELISM, FAILED, LOW_UTILIZATION,
-                    OVER_PROVISIONED, PENDING, PROCESSING_RATE_SKEW, REPORT, REPORTED, SCALE, SLOW_INSTANCE,
+                    OVER_PROVISIONED, PENDING, PROCESSING_RATE_SKEW, REPORT, REPORTED, RESTART, SCALE, SLOW_INSTANCE,
                     UNATTRIBUTED_BACKPRESSURE, UNDER_PROVISIONED, Action, Diagnosis, Settings, Symptom)
 from .resolvers import evaluate, resolve
 from .sensors import measure
@@ -102,6 +102,7 @@ class Pending:
     decision: Decision
     started: float
     before: object  # Measurements
+    back: float | None = None  # a restart: when its new incarnation first reported
 
 
 class HealthManager:
@@ -146,6 +147,8 @@ class HealthManager:
         self.model = model
         out = []
         if self.pending is not None:
+            if self._restarting(m, now):  # its wait counts from the new incarnation's first report
+                return out
             if now - self.pending.started < s.post_action_wait_secs:
                 return out
             out.append(self._settle(m, now))
@@ -196,6 +199,23 @@ class HealthManager:
                 self.low_windows, self.down = {}, {}  # the topology changes: "sustained" starts over
                 out.append(dec)
         return out
+
+    def _restarting(self, m, now):
+        """True while the pending action is a restart whose new incarnation first
+        reported less than ``post.action.wait.secs`` ago: its wait counts from then, not
+        from when the restart was sent, so the window judged is not the time it was down
+        and the backlog that built up meanwhile (a restart that takes a few seconds
+        looked as if it did not help). A new incarnation is a pid other than the one
+        the decision was made on; none seen (or no pids reported): judged as usual."""
+        p = self.pending
+        a = p.decision.action
+        if a.kind != RESTART:
+            return False
+        old, new = p.before.instances.get(a.task), m.instances.get(a.task)
+        if p.back is None and old is not None and new is not None and None not in (old.pid, new.pid) \
+                and new.pid != old.pid:
+            p.back = now
+        return p.back is not None and now - p.back < self.settings.post_action_wait_secs
 
     def _remember_pressure(self, diagnoses, model):
         """What a component executed where it was under-provisioned (saturated: that
