@@ -91,6 +91,9 @@ def write_atomically(path, d):
 class FakeTM:
     def __init__(self, cl, endpoint):
         self.sock = cl.socket(zmq.ROUTER)
+        tm_key = (cl.doc.get("keys") or {}).get("0")
+        if tm_key:  # with CURVE keys, the topology master is a CURVE server with container 0's key
+            curve.server_options(self.sock, tm_key["secret"], tm_key["public"])
         self.sock.bind(endpoint)
         self.stmgr_regs = {}  # container -> [STMGR_REGISTER messages]
         self.heartbeats = {}  # container -> count
@@ -413,6 +416,7 @@ def test_reload_in_process_keys_endpoints_and_refusals(home):
         new["keys"]["2"] = {"public": pub2, "secret": sec2}
         new["stmgrs"]["1"] = endpoints(ipc, 1, 1)
         new["tmaster"] = f"tcp://127.0.0.1:{free_port()}"
+        curve.server_options(tm2, doc["keys"]["0"]["secret"], doc["keys"]["0"]["public"])
         tm2.bind(new["tmaster"])
         write_atomically(path, container_doc(new, 0))
         assert sm.reload() is True  # the topology master moved

@@ -126,6 +126,8 @@ class Cluster:
         home = self.home
         self.started = time.monotonic()
         self.tm = self.socket(zmq.ROUTER)
+        if self.keys is not None:  # the topology master is a CURVE server with container 0's key
+            curve.server_options(self.tm, self.keys[0]["secret"], self.keys[0]["public"])
         self.tm.bind(self.plan.tmaster)
         # the pid the fake instances register with (a fenced stream manager SIGTERMs its instances)
         self.dummy = subprocess.Popen(["sleep", "300"])

@@ -16,7 +16,7 @@ class FakeTM:
     calls = []
     pending = [3, 1, 0]
 
-    def __init__(self, endpoint):
+    def __init__(self, endpoint, curve=None):
         self.endpoint = endpoint
 
     def request(self, op, **kw):
