@@ -45,24 +45,74 @@ def import_file(path, module_name=MODULE_NAME, sys_path=None):
     for p in reversed(sys_path or code_paths(path)):
         if p not in sys.path:
             sys.path.insert(0, p)
-    # heronpy builds a class-style topology when the class is defined, and needs HERON_OPTIONS for it
-    importlib.import_module(FOREIGN["heronpy"]).before_import(path)
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
-        raise TopologyError(f"topology file {path!r} cannot be imported (is it a .py file?)")
+        raise TopologyError(f"topology file {path!r} cannot be imported (is it a .py file, or a Flux "
+                            ".yaml?)")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
+    # heronpy builds a class-style topology when the class is defined (it needs HERON_OPTIONS),
+    # and a file may hand its topology over with build_and_submit() / Topology.write()
     try:
-        spec.loader.exec_module(module)
+        with importlib.import_module(FOREIGN["heronpy"]).importing(path):
+            spec.loader.exec_module(module)
     except BaseException as e:  # noqa: BLE001 - user code: show the user their traceback
         sys.modules.pop(module_name, None)
         if isinstance(e, KeyboardInterrupt):
             raise
-        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__.tb_next))
-        err = TopologyError(f"topology file {path!r} failed to import: {type(e).__name__}: {e}")
-        err.user_traceback = tb
-        raise err from None
+        raise user_error(path, f"topology file {path!r} failed to import", e) from None
     return module
+
+
+# packages whose own checks a topology file may trip while it is imported
+FOREIGN_PACKAGES = ("heronpy", "streamparse", "pystorm")
+
+
+def user_error(path, what, e):
+    """The TopologyError for an exception raised while running the user's file ``path``.
+    When one of the adapted packages refused what the file asked (heronpy's,
+    streamparse's or pystorm's code is on the way from the file's last line to the
+    exception), it is one line naming the file's line and, when that package was
+    working on one, the component; otherwise it carries the user's traceback, which is
+    theirs to read."""
+    frames, tb = [], e.__traceback__
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    mine = [i for i, t in enumerate(frames) if _same_file(t.tb_frame.f_code.co_filename, path)]
+    after = frames[mine[-1] + 1:] if mine else []
+    package = next((p for t in after for p in FOREIGN_PACKAGES if _in_package(t.tb_frame.f_code.co_filename, p)),
+                   None)
+    if package is None:
+        err = TopologyError(f"{what}: {type(e).__name__}: {e}")
+        err.user_traceback = "".join(traceback.format_exception(type(e), e, e.__traceback__.tb_next))
+        return err
+    line = frames[mine[-1]]
+    comp = next((c for c in map(_spec_name, reversed(after)) if c), None)
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    if text:
+        text = f": {text}"
+    else:  # (heronpy asserts without a message: show what the line asked)
+        src = traceback.extract_tb(line, limit=1)[0].line
+        text = f" at `{src}`" if src else ""
+    return TopologyError(f"topology file {path!r} line {line.tb_lineno}: "
+                         + (f"component {comp!r}: " if comp else "")
+                         + f"{package} refused it: {type(e).__name__}{text}")
+
+
+def _same_file(filename, path):
+    return os.path.abspath(filename) == os.path.abspath(path)
+
+
+def _in_package(filename, package):
+    return f"{os.sep}{package}{os.sep}" in filename
+
+
+def _spec_name(tb):
+    """The name of the component spec a foreign package's frame was working on."""
+    obj = tb.tb_frame.f_locals.get("self")
+    name = getattr(obj, "name", None) if type(obj).__name__.endswith("ComponentSpec") else None
+    return name if isinstance(name, str) and name else None
 
 
 def find_topology(module, path):
@@ -88,8 +138,12 @@ def find_topology(module, path):
 
 
 def load_topology(path, name=None):
-    """Import ``path`` and return its validated :class:`TopologyDef`."""
+    """Import ``path`` and return its validated :class:`TopologyDef` (a Storm Flux
+    ``.yaml`` is read by :mod:`bittern.compat.flux` instead: nothing to import)."""
     path = os.path.abspath(path)
+    flux = importlib.import_module("bittern.compat.flux")
+    if flux.is_flux(path):
+        return flux.load(path, name)
     module = import_file(path)
     topo = find_topology(module, path)
     default_name = name or (None if isinstance(topo, type) else getattr(topo, "topology_name", None)) \

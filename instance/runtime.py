@@ -22,6 +22,7 @@ from bittern.api.context import TopologyContext
 from bittern.api.diskstate import keyed_factory
 from bittern.api.metrics import read_metric
 from bittern.api.state import KeyGroups, State, is_stateful
+from bittern.api.topology import unpickle_config
 from bittern.api.tuple import register_schema
 from bittern.checkpoint import CheckpointStore, checkpoint_settings, task_layout
 from bittern.config import ATLEAST_ONCE, EFFECTIVELY_ONCE
@@ -186,6 +187,9 @@ class Instance:
             for stream, decl in cdef.outputs.items():
                 register_schema(comp, stream, decl["fields"])
         cls = load_class(plan.topology, self.cdef.class_path)
+        # config values the definition carries pickled (functions, instances, ...): unpickled
+        # here only, once the topology's code is imported (bittern/api/topology.py)
+        self.conf = unpickle_config(self.conf, plan.topology, self.component)
         self.obj = obj = cls()
         ctx = TopologyContext(plan.name, self.task, self.component,
                               plan.packing.task_index[self.task], self.container, self.conf,

@@ -4,11 +4,25 @@ into one plain, serialisable :class:`TopologyDef` (the logical plan).
 Validation happens here, once, with errors that name the component, the stream
 and the field: everything downstream (packing, instances, stream managers) can
 trust the definition.
+
+Names: any non-empty component or stream name is the user's (``__`` prefixes
+included, as Heron allows) except the few Bittern itself uses
+(:data:`RESERVED_COMPONENTS`, :data:`RESERVED_STREAMS`).
+
+Config values JSON cannot hold faithfully (functions, iterators, instances, tuples,
+sets: what heronpy lets a component's config carry) travel pickled, as heronpy
+does with cloudpickle: the config shows ``"<pickled: TYPE>"`` in their place (in the
+state, the run plan, ZooKeeper, the HTTP API) and the definition carries the bytes
+under ``pickled``. Only the instance unpickles them (:func:`unpickle_config`), when
+it hands the config to ``initialize``: they come from its own topology's definition,
+the same trust as its code. Nothing else (nimbus, the topology master, stream
+managers, the CLI) ever unpickles them.
 """
 from __future__ import annotations
 
 import base64
 import importlib
+import importlib.util
 import pickle
 from dataclasses import dataclass, field
 
@@ -17,7 +31,25 @@ from .component import Bolt, ComponentSpec, Spout, StreamRef, declared_streams
 from .stream import DEFAULT_STREAM, Grouping, GroupingSpec
 from .timedecl import check_time, time_decl
 
-SYSTEM_PREFIX = "__"
+# Component names Bittern itself uses, and what for: refused in every topology style.
+RESERVED_COMPONENTS = {
+    "__system": "the source of tick tuples",
+    "__tmaster": "the topology master's own error records",
+    "checkpoint-store": "the topology master's error records of the checkpoint store",
+    "tmaster": "the topology master's log, `bittern logs NAME tmaster`",
+    "stmgr": "the stream managers' logs stmgr-C.log",
+    "supervisor": "the supervisor's log",
+    "console": "the topology's console log",
+}
+# Stream names Bittern itself uses in data batches and tuples.
+RESERVED_STREAMS = {
+    "__tick": "tick tuples",
+    "__barrier": "checkpoint barriers",
+    "__watermark": "watermarks",
+    "__heartbeat": "multilang heartbeats",
+}
+NAME_MAX = 128  # a component's name is part of its log files' names and of HTTP API paths
+PICKLED_SHOWN = "<pickled: {}>"
 
 
 @dataclass
@@ -47,6 +79,9 @@ class ComponentDef:
     # bolt's {"window": ..., "event_time": bool, "timestamp_field", "lag", "lateness",
     # "late_stream"}; {"timers": True} for a bolt with on_timer. Empty: processing time.
     time: dict = field(default_factory=dict)
+    # config values carried pickled: key -> {"type": ..., "pickle": base64}; ``config``
+    # holds "<pickled: TYPE>" for each (see the module docstring)
+    pickled: dict = field(default_factory=dict)
 
     def to_dict(self):
         d = {"name": self.name, "kind": self.kind, "class": self.class_path, "par": self.par,
@@ -54,13 +89,15 @@ class ComponentDef:
              "config": self.config}
         if self.time:
             d["time"] = self.time
+        if self.pickled:
+            d["pickled"] = self.pickled
         return d
 
     @staticmethod
     def from_dict(d):
         return ComponentDef(d["name"], d["kind"], d["class"], d["par"], d["outputs"],
                             [InputDef.from_dict(i) for i in d["inputs"]], d.get("config", {}),
-                            d.get("time", {}))
+                            d.get("time", {}), d.get("pickled") or {})
 
 
 @dataclass
@@ -72,6 +109,8 @@ class TopologyDef:
     config: dict = field(default_factory=dict)
     # Where the code comes from: {"file", "module", "sys_path"} (set by the loader).
     source: dict = field(default_factory=dict)
+    # topology config values carried pickled (as ComponentDef.pickled)
+    pickled: dict = field(default_factory=dict)
 
     @property
     def spouts(self):
@@ -91,14 +130,17 @@ class TopologyDef:
         return out
 
     def to_dict(self):
-        return {"name": self.name, "config": self.config, "source": self.source,
-                "components": [c.to_dict() for c in self.components.values()]}
+        d = {"name": self.name, "config": self.config, "source": self.source,
+             "components": [c.to_dict() for c in self.components.values()]}
+        if self.pickled:
+            d["pickled"] = self.pickled
+        return d
 
     @staticmethod
     def from_dict(d):
         comps = [ComponentDef.from_dict(c) for c in d["components"]]
         return TopologyDef(d["name"], {c.name: c for c in comps}, d.get("config", {}),
-                           d.get("source", {}))
+                           d.get("source", {}), d.get("pickled") or {})
 
 
 # --------------------------------------------------------------------------------------
@@ -209,8 +251,7 @@ def _build(name, specs, config, where):
         cname = spec.name
         if not isinstance(cname, str) or not cname:
             raise TopologyError(f"{where}: a component needs a non-empty name, got {cname!r}")
-        if cname.startswith(SYSTEM_PREFIX):
-            raise TopologyError(f"component {cname!r}: names starting with '__' are reserved")
+        check_component_name(cname)
         if cname in comps:
             raise TopologyError(f"component {cname!r} is defined twice")
         if id(spec) in seen_specs:
@@ -225,7 +266,42 @@ def _build(name, specs, config, where):
         raise TopologyError(f"{where} has no spout")
     for c in comps.values():
         check_time(c, comps)
-    return TopologyDef(name, comps, config)
+    if not isinstance(config, dict):
+        raise TopologyError(f"{where}: config must be a dict, got {type(config).__name__}")
+    config, pickled = encode_config(config, where)
+    check_configs(where, config, comps)
+    return TopologyDef(name, comps, config, pickled=pickled)
+
+
+def check_configs(where, config, comps):
+    """Bittern's settings in the topology's and each component's config, checked here
+    so that a bad value is reported with the topology's file (the CLI checks them again,
+    merged with ``--config``)."""
+    from ..config import check
+    from ..errors import ConfigError
+    try:
+        check(config, f"{where} config")
+        for c in comps.values():
+            check(c.config, f"component {c.name!r} config")
+    except ConfigError as e:
+        raise TopologyError(str(e)) from None
+
+
+def check_component_name(cname):
+    """Refuse a name Bittern uses itself, or one that cannot name a log file."""
+    if cname in RESERVED_COMPONENTS:
+        raise TopologyError(f"component {cname!r}: the name {cname!r} is reserved by Bittern "
+                            f"({RESERVED_COMPONENTS[cname]}); choose another")
+    if len(cname) > NAME_MAX or "/" in cname or any(ord(ch) < 32 or ord(ch) == 127 for ch in cname):
+        raise TopologyError(f"component {cname[:NAME_MAX]!r}: a component name is 1-{NAME_MAX} characters, "
+                            "without '/' or control characters")
+
+
+def check_stream_names(cname, streams):
+    for s in streams:
+        if s in RESERVED_STREAMS:
+            raise TopologyError(f"component {cname!r}: the stream name {s!r} is reserved by Bittern "
+                                f"({RESERVED_STREAMS[s]}); choose another")
 
 
 def _component_def(spec):
@@ -254,8 +330,13 @@ def _component_def(spec):
     if not isinstance(spec.config, dict):
         raise TopologyError(f"component {cname!r}: config must be a dict")
     time = time_decl(cls, spec.kind, cname, streams)
+    check_stream_names(cname, streams)
+    # a multilang component (instance/shell.py) hands its config to a child process as
+    # JSON: tuples go there as lists, as they always did
+    config, pickled = encode_config(spec.config, f"component {cname!r}",
+                                    as_json=getattr(cls, "_runtime_attach", None) is not None)
     return ComponentDef(cname, spec.kind, class_path(cls), par,
-                        {s: st.to_dict() for s, st in streams.items()}, [], dict(spec.config), time)
+                        {s: st.to_dict() for s, st in streams.items()}, [], config, time, pickled)
 
 
 def _input_source(key, comps, by_spec, cname):
@@ -347,3 +428,116 @@ def import_path(path):
         except AttributeError:
             raise TopologyError(f"module {mod!r} has no attribute {qual!r}") from None
     return obj
+
+
+# --------------------------------------------------------------------------------------
+# Config values JSON cannot hold: carried pickled (see the module docstring)
+# --------------------------------------------------------------------------------------
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain(val):
+    """Whether JSON gives ``val`` back equal and of the same types."""
+    t = type(val)
+    if t in _SCALARS:
+        return True
+    if t is list:
+        return all(_plain(v) for v in val)
+    if t is dict:
+        return all(type(k) is str and _plain(v) for k, v in val.items())
+    return False
+
+
+def _as_json(val):
+    """``val`` with tuples as lists, or raise TypeError (Bittern's own settings)."""
+    t = type(val)
+    if t in _SCALARS:
+        return val
+    if t in (list, tuple):
+        return [_as_json(v) for v in val]
+    if t is dict and all(type(k) is str for k in val):
+        return {k: _as_json(v) for k, v in val.items()}
+    raise TypeError(type(val).__qualname__)
+
+
+def type_name(val):
+    return type(val).__qualname__
+
+
+def _dumps(val):
+    """cloudpickle when it is installed (heronpy's choice: functions and classes of a
+    ``__main__`` block by value), else the standard pickle (importable things only)."""
+    try:
+        import cloudpickle
+    except ImportError:
+        return pickle.dumps(val, protocol=pickle.DEFAULT_PROTOCOL), False
+    return cloudpickle.dumps(val), True
+
+
+def encode_config(config, where, as_json=False):
+    """``(config, pickled)``: ``config`` with each value JSON cannot hold replaced by
+    ``"<pickled: TYPE>"``, and ``{key: {"type", "pickle"}}`` with its bytes. Bittern's own
+    settings (keys of defaults.toml) are read outside the instances, so they must be
+    plain (tuples as lists); so is every value JSON can take when ``as_json``. A value
+    that cannot be pickled is an error naming ``where`` and the key."""
+    from ..config import defaults
+    out, pickled, known = {}, {}, None
+    for key, val in config.items():
+        if not isinstance(key, str):
+            raise TopologyError(f"{where}: config keys must be strings, got {key!r}")
+        if _plain(val):
+            out[key] = val
+            continue
+        if as_json:
+            try:
+                out[key] = _as_json(val)
+                continue
+            except TypeError:
+                pass
+        known = defaults() if known is None else known
+        if key in known:
+            try:
+                out[key] = _as_json(val)
+            except TypeError:
+                raise TopologyError(f"{where}: config key {key!r} is a Bittern setting and takes a plain "
+                                    f"value (string, number, boolean, list, dict), got a {type_name(val)}") from None
+            continue
+        tname = type_name(val)
+        try:
+            blob, cloud = _dumps(val)
+        except Exception as e:  # noqa: BLE001 - user values: reported with the cause
+            hint = "" if cloudpickle_installed() else \
+                "; install cloudpickle (pip install 'bittern[heron]') to carry lambdas and local functions"
+            raise TopologyError(f"{where}: config key {key!r}: a {tname} cannot be pickled "
+                                f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}){hint}") from None
+        out[key] = PICKLED_SHOWN.format(tname)
+        pickled[key] = {"type": tname, "pickle": base64.b64encode(blob).decode("ascii")}
+    return out, pickled
+
+
+def cloudpickle_installed():
+    return importlib.util.find_spec("cloudpickle") is not None
+
+
+def unpickle_config(conf, tdef, component):
+    """In the instance: the task's merged ``conf`` with the values its topology's
+    definition carries pickled (the topology's, then the component's own) put back,
+    where the placeholder is still what the config holds (a later layer, such as
+    ``--config``, may have replaced it)."""
+    cdef = tdef.components[component]
+    layers = [(tdef.pickled or {}, "topology config"), (cdef.pickled or {}, "config")]
+    out = None
+    for pickled, what in layers:
+        for key, p in pickled.items():
+            if conf.get(key) != PICKLED_SHOWN.format(p.get("type")):
+                continue
+            try:
+                val = pickle.loads(base64.b64decode(p["pickle"]))
+            except Exception as e:  # noqa: BLE001 - user values: reported with the cause
+                raise TopologyError(f"component {component!r}: {what} key {key!r}: its {p.get('type')} cannot be "
+                                    f"unpickled here: {type(e).__name__}: {e}") from None
+            if out is None:
+                out = dict(conf)
+            out[key] = val
+    return conf if out is None else out

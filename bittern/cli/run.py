@@ -8,6 +8,7 @@ import sys
 import time
 
 from ..client import TMClient
+from ..compat.flux import add_flux_args, flux_options
 from ..console import ConsoleFollower, console_path
 from ..errors import BitternError
 from ..wire import Op
@@ -17,7 +18,7 @@ from .savepoint import add_restore_args
 
 def add_parser(sub):
     p = sub.add_parser("run", help="run a topology in the foreground")
-    p.add_argument("file", help="topology file (.py)")
+    p.add_argument("file", help="topology file (.py, or a Storm Flux .yaml)")
     p.add_argument("--name", help="topology name (default: the builder's name or the file name)")
     p.add_argument("--duration", type=float, default=None, metavar="S",
                    help="stop after S seconds (default: until Ctrl-C)")
@@ -29,6 +30,7 @@ def add_parser(sub):
                         "(a batch job run as a stream); --duration still bounds it")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     add_restore_args(p)
+    add_flux_args(p)
     p.set_defaults(func=main, local_only="`bittern run` runs a topology in the foreground on this machine; "
                                          "to start it on the cluster use `bittern --cluster URL submit FILE`")
 
@@ -146,6 +148,7 @@ def main(args, state, home):
         stop_now["flag"] = True
     signal.signal(signal.SIGINT, on_sigint)
     signal.signal(signal.SIGTERM, on_sigint)
+    flux_options(args)
     tdef, conf, proc, status = launch(state, home, args.file, args.name, args.config, deactivated=False,
                                       detached=False, grace=0.0, warn=lambda m: print(m, file=sys.stderr),
                                       savepoint=args.from_savepoint,

@@ -12,6 +12,7 @@ import time
 
 from .. import archive
 from ..cluster_client import API, topology_path
+from ..compat.flux import add_flux_args, flux_options
 from .launch import StartupError, launch, prepare
 from .savepoint import add_restore_args
 
@@ -20,13 +21,14 @@ SUBMIT_SLACK_SECS = 30.0  # on top of bittern.startup.timeout.secs: scheduling, 
 
 def add_parser(sub):
     p = sub.add_parser("submit", help="start a topology in the background")
-    p.add_argument("file", help="topology file (.py)")
+    p.add_argument("file", help="topology file (.py, or a Storm Flux .yaml)")
     p.add_argument("--name", help="topology name (default: the builder's name or the file name)")
     p.add_argument("--deactivated", action="store_true", help="start with the spouts deactivated")
     p.add_argument("--config", action="append", default=[], metavar="K=V", help="override a config key")
     p.add_argument("--wait", type=float, default=1.0, metavar="S",
                    help="after start-up, watch S seconds for failures of the first tuples")
     add_restore_args(p)
+    add_flux_args(p)
     p.set_defaults(func=main, remote=remote_main)
 
 
@@ -35,6 +37,7 @@ def warn(message):
 
 
 def main(args, state, home):
+    flux_options(args)
     tdef, conf, proc, status = launch(state, home, args.file, args.name, args.config,
                                       deactivated=args.deactivated, detached=True, grace=args.wait,
                                       warn=warn, savepoint=args.from_savepoint,
@@ -52,6 +55,7 @@ def submit_body(tdef, conf, code, deactivated):
 
 
 def remote_main(args, client):
+    flux_options(args)
     tdef, conf = prepare(args.file, args.name, args.config, warn)
     code = archive.build(args.file)
     for path, why in code.skipped:

@@ -11,6 +11,13 @@ heronpy defines a topology in two ways, and both are found here:
   passes the topology name) with ``build_and_submit`` intercepted: the builder is
   captured and the block stops there, nothing is written or submitted.
 
+Topology classes made by a factory (a class statement in a function, or heronpy's own
+``TopologyType(name, (Topology,), {...})``, which records them as classes of
+``heronpy.api.topology``) count as the file's, and so does whatever the file hands over
+with ``build_and_submit()`` or ``Topology.write()``, the way heron-cli takes a
+topology: while a file naming heronpy is imported (:func:`importing`), both only record
+what they were called on; in the ``__main__`` block they stop it.
+
 Each heronpy component becomes a Bittern component hosted by an adapter
 (:mod:`bittern.compat.heron_runtime`: ``HeronSpout``/``HeronBolt``) whose config names
 the user's class under ``heronpy.class``; the adapter builds the user's object with
@@ -26,27 +33,29 @@ back into the type of Bittern's default. ``topology.component.parallelism`` in a
 component's config overrides its ``par`` (as in Heron); Heron's default
 ``topology.max.spout.pending`` (100) applies unless the topology sets it.
 
-heronpy itself is imported only when a user's file already did (the loader asks
-:func:`find` only then), never at Bittern's import. Installing heronpy 0.20.5 on
-Python 3.11 needs its pins relaxed: see :data:`PIP_REQUIREMENTS` and docs/COMPAT.md.
+heronpy itself is imported only for a file that names it (just before the file imports
+it; the loader asks :func:`find` only when it did), never at Bittern's import.
+Installing heronpy 0.20.5 on Python 3.11 needs its pins relaxed: see
+:data:`PIP_REQUIREMENTS` and docs/COMPAT.md.
 """
 from __future__ import annotations
 
 import base64
+import contextlib
+import importlib
 import os
 import pickle
 import re
 import runpy
 import sys
 import tempfile
-import traceback
 
 from ..api.component import ComponentSpec
 from ..api.stream import DEFAULT_STREAM, Grouping, GroupingSpec, Stream
 from ..api.topology import _build, import_path, input_items
 from ..config import defaults
 from ..errors import TopologyError
-from ..loader import MODULE_NAME
+from ..loader import MODULE_NAME, user_error
 
 # pip install --no-deps <these>: heronpy pins protobuf==3.16.0 and cloudpickle~=1.5,
 # whose pickled functions do not load on 3.11; these versions work (docs/COMPAT.md).
@@ -67,9 +76,61 @@ def before_import(path=None):
     """Called by the loader before it imports a topology file. heronpy builds a class-style
     topology's protobuf the moment the class is defined and refuses to without the
     ``HERON_OPTIONS`` that ``heron submit`` sets: give it one (only its temp directory is
-    read, and nothing is written there unless the file calls ``build_and_submit`` itself
-    at module level)."""
+    read; nothing is written there, see :func:`importing`)."""
     os.environ.setdefault("HERON_OPTIONS", f"cmdline.topologydefn.tmpdirectory={tempfile.gettempdir()}")
+
+
+# Topologies a file handed over while it was imported (``build_and_submit()`` /
+# ``Topology.write()`` at module level), by the file's path: read by :func:`find`.
+_HANDED = {}
+
+
+@contextlib.contextmanager
+def importing(path):
+    """Around the import of a topology file (by the CLI and by every instance): when the
+    file names heronpy, ``TopologyBuilder.build_and_submit()`` and ``Topology.write()``
+    record what they were called on instead of writing a ``.defn`` file (heron-cli takes
+    a topology that way), and the import goes on."""
+    before_import(path)
+    api = _heron_api(path)
+    if api is None:
+        yield
+        return
+    handed = _HANDED.setdefault(os.path.abspath(path), [])
+
+    def submit(self):
+        handed.append(self)
+
+    def write(cls):
+        handed.append(cls)
+
+    with _patched(api, submit, write):
+        yield
+
+
+def _heron_api(path):
+    """``heronpy.api.topology`` when the file mentions heronpy (imported then, as the file
+    is about to), else None."""
+    if "heronpy.api.topology" in sys.modules:
+        return sys.modules["heronpy.api.topology"]
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            if "heronpy" not in f.read():
+                return None
+        return importlib.import_module("heronpy.api.topology")
+    except Exception:  # noqa: BLE001 - not installed or broken: the file's own import reports it
+        return None
+
+
+@contextlib.contextmanager
+def _patched(api, submit, write):
+    builder, topo = api.TopologyBuilder, api.Topology
+    saved = builder.__dict__["build_and_submit"], topo.__dict__["write"]
+    builder.build_and_submit, topo.write = submit, classmethod(write)
+    try:
+        yield
+    finally:
+        builder.build_and_submit, topo.write = saved
 
 
 # --------------------------------------------------------------------------------------
@@ -77,23 +138,45 @@ def before_import(path=None):
 # --------------------------------------------------------------------------------------
 
 def find(module, path):
-    """``[(attr, HeronTopology)]`` for the heronpy topologies ``module`` defines, or that
-    its ``__main__`` block builds."""
+    """``[(attr, HeronTopology)]`` for the heronpy topologies ``module`` defines (a
+    ``Topology`` subclass written in it or made by a factory or by heronpy's
+    ``TopologyType``, a ``TopologyBuilder``), hands over while it is imported
+    (``build_and_submit()``, ``Topology.write()``), or its ``__main__`` block builds."""
     api = sys.modules.get("heronpy.api.topology")
     if api is None:
         return []
-    found = []
-    for attr, val in vars(module).items():
-        if isinstance(val, type) and issubclass(val, api.Topology) and val is not api.Topology \
-                and val.__module__ == module.__name__:
-            found.append((attr, HeronTopology.from_class(val)))
-        elif isinstance(val, api.TopologyBuilder):
+    found, seen = [], set()
+
+    def add(attr, val):
+        if id(val) in seen:
+            return
+        seen.add(id(val))
+        if isinstance(val, api.TopologyBuilder):
             found.append((attr, HeronTopology.from_builder(val)))
+        else:
+            found.append((attr, HeronTopology.from_class(val)))
+
+    for attr, val in vars(module).items():
+        if isinstance(val, api.TopologyBuilder) or (_is_topology_class(api, val) and _made_here(api, val, module)):
+            add(attr, val)
+    for val in _HANDED.pop(os.path.abspath(path), []):
+        add("build_and_submit()" if isinstance(val, api.TopologyBuilder) else f"{val.__name__}.write()", val)
     if not found and _has_main_block(path):
-        builder = run_main_block(path, api.TopologyBuilder)
-        if builder is not None:
-            found.append(("__main__", HeronTopology.from_builder(builder)))
+        handed = run_main_block(path, api)
+        if handed is not None:
+            add("__main__", handed)
     return found
+
+
+def _is_topology_class(api, val):
+    return isinstance(val, type) and issubclass(val, api.Topology) and val is not api.Topology
+
+
+def _made_here(api, cls, module):
+    """Written in the file, or made by a factory (a class statement in a function) or by
+    heronpy's ``TopologyType(name, (Topology,), {...})``, which records its classes as
+    ``heronpy.api.topology``; not a topology class merely imported from another module."""
+    return cls.__module__ in (module.__name__, api.__name__) or "<locals>" in cls.__qualname__
 
 
 def _has_main_block(path):
@@ -105,25 +188,26 @@ def _has_main_block(path):
 
 
 class _Submitted(BaseException):
-    """Stops the ``__main__`` block at ``build_and_submit`` (a BaseException, so a user's
-    ``except Exception`` around it does not swallow it)."""
+    """Stops the ``__main__`` block at ``build_and_submit`` / ``write`` (a BaseException,
+    so a user's ``except Exception`` around it does not swallow it)."""
 
 
-def run_main_block(path, builder_cls):
-    """Run ``path`` as ``__main__`` with ``builder_cls.build_and_submit`` intercepted;
-    the builder it was called on, or None if it was never called."""
+def run_main_block(path, api):
+    """Run ``path`` as ``__main__`` with ``TopologyBuilder.build_and_submit`` and
+    ``Topology.write`` intercepted; the builder or topology class handed over first, or
+    None if neither was called."""
     captured = []
 
-    def intercept(self):
-        captured.append(self)
+    def intercept(obj):
+        captured.append(obj)
         raise _Submitted()
 
     where = f"topology file {path!r}"
-    saved_argv, saved_submit = sys.argv, builder_cls.build_and_submit
+    saved_argv = sys.argv
     sys.argv = [path, os.path.splitext(os.path.basename(path))[0]]
-    builder_cls.build_and_submit = intercept
     try:
-        runpy.run_path(path, run_name="__main__")
+        with _patched(api, intercept, intercept):
+            runpy.run_path(path, run_name="__main__")
     except _Submitted:
         pass
     except SystemExit as e:
@@ -131,13 +215,9 @@ def run_main_block(path, builder_cls):
             raise TopologyError(f"{where}: its __main__ block exited (code {e.code}) before "
                                 "build_and_submit()") from None
     except Exception as e:  # noqa: BLE001 - user code: show the user their traceback
-        tb = "".join(traceback.format_exception(type(e), e, e.__traceback__.tb_next))
-        err = TopologyError(f"{where}: its __main__ block failed: {type(e).__name__}: {e}")
-        err.user_traceback = tb
-        raise err from None
+        raise user_error(path, f"{where}: its __main__ block failed", e) from None
     finally:
         sys.argv = saved_argv
-        builder_cls.build_and_submit = saved_submit
     return captured[0] if captured else None
 
 
@@ -152,9 +232,14 @@ class HeronTopology:
 
     @classmethod
     def from_class(cls, topo):
-        # the class's own ``config`` (heronpy reads only the class body's), unsanitised;
-        # named after the file, as Bittern's class-style topologies are
-        return cls(topo._heron_specs, vars(topo).get("config") or {}, None, f"topology {topo.__name__}")
+        # the class's own ``config`` (heronpy reads only the class body's), unsanitised. A
+        # class written in the file is named after the file, as Bittern's class-style
+        # topologies are; one made by TopologyType(name, ...) (a builder's, a factory's)
+        # carries the name it was given, as in Heron
+        made = topo.__module__ == "heronpy.api.topology"
+        name = (getattr(topo, "topology_name", None) or topo.__name__) if made else None
+        return cls(getattr(topo, "_heron_specs", None) or [], vars(topo).get("config") or {}, name,
+                   f"topology {topo.__name__}")
 
     @classmethod
     def from_builder(cls, builder):
@@ -171,34 +256,43 @@ class HeronTopology:
 
 def translate(name, specs, config, where):
     """heronpy ``HeronComponentSpec`` objects and topology config -> a validated TopologyDef."""
-    from .heron_runtime import HeronBolt, HeronSpout
-
     topo_conf = dict(HERON_DEFAULTS)
     topo_conf.update(translate_config(config, f"{where} config"))
     topo_conf.pop(PARALLELISM_KEY, None)  # Heron's per-component default; each spec sets its own
     out = []
     for spec in specs:
-        cname = spec.name
+        cname = getattr(spec, "name", None)
         if not isinstance(cname, str) or not cname:
             raise TopologyError(f"{where}: a component needs a non-empty name, got {cname!r}")
-        kind = "spout" if spec.is_spout else "bolt"
-        conf = translate_config(spec.custom_config or {}, f"component {cname!r} config")
-        par = conf.pop(PARALLELISM_KEY, spec.parallelism)
-        if isinstance(par, str) and par.strip().isdigit():
-            par = int(par)
-        conf[CLASS_KEY] = resolve_class(spec.python_class_path, kind, cname)
-        outputs = translate_outputs(spec.outputs, cname)
-        inputs = translate_inputs(spec.inputs, cname) if kind == "bolt" else None
-        if kind == "spout" and not outputs:
-            raise TopologyError(f"component {cname!r}: a heronpy spout needs at least one output "
-                                "(outputs = [...] on its class)")
-        if kind == "bolt" and not inputs:
-            raise TopologyError(f"component {cname!r}: a heronpy bolt needs at least one input")
-        bspec = ComponentSpec(HeronSpout if kind == "spout" else HeronBolt, kind, name=cname, par=par,
-                              inputs=inputs, config=conf)
-        bspec.optional_outputs = outputs
-        out.append(bspec)
+        try:
+            out.append(_component(spec, cname))
+        except TopologyError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever the file holds: one line naming the component
+            raise TopologyError(f"component {cname!r}: cannot be translated: {type(e).__name__}: {e}") from None
     return _build(name, out, topo_conf, where)
+
+
+def _component(spec, cname):
+    """One heronpy spec -> a Bittern ComponentSpec hosted by HeronSpout / HeronBolt."""
+    from .heron_runtime import HeronBolt, HeronSpout
+    kind = "spout" if spec.is_spout else "bolt"
+    conf = translate_config(spec.custom_config or {}, f"component {cname!r} config")
+    par = conf.pop(PARALLELISM_KEY, spec.parallelism)
+    if isinstance(par, str) and par.strip().isdigit():
+        par = int(par)
+    conf[CLASS_KEY] = resolve_class(spec.python_class_path, kind, cname)
+    outputs = translate_outputs(spec.outputs, cname)
+    inputs = translate_inputs(spec.inputs, cname) if kind == "bolt" else None
+    if kind == "spout" and not outputs:
+        raise TopologyError(f"component {cname!r}: a heronpy spout needs at least one output "
+                            "(outputs = [...] on its class)")
+    if kind == "bolt" and not inputs:
+        raise TopologyError(f"component {cname!r}: a heronpy bolt needs at least one input")
+    bspec = ComponentSpec(HeronSpout if kind == "spout" else HeronBolt, kind, name=cname, par=par,
+                          inputs=inputs, config=conf)
+    bspec.optional_outputs = outputs
+    return bspec
 
 
 def translate_config(raw, where):
@@ -345,4 +439,5 @@ def _custom(blob, where):
     return GroupingSpec("custom", custom={"pickle": base64.b64encode(blob).decode()})
 
 
-__all__ = ["CLASS_KEY", "PIP_ARGS", "PIP_REQUIREMENTS", "HeronTopology", "before_import", "find", "translate"]
+__all__ = ["CLASS_KEY", "PIP_ARGS", "PIP_REQUIREMENTS", "HeronTopology", "before_import", "find", "importing",
+           "translate"]

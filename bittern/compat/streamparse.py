@@ -86,11 +86,20 @@ class StreamparseTopology:
     def build(self, name=None):
         from ..api.topology import _build
         project_ser = project_serializer(self.path)
-        specs = [self._component(s, project_ser) for s in getattr(self.cls, "specs", None) or []]
+        specs = [self._translated(s, project_ser) for s in getattr(self.cls, "specs", None) or []]
         config = translate_config(self.cls.config or {}, self.where, topology_level=True)
         return _build(name or self.cls.__name__, specs, config, where=self.where)
 
     # -- one component ------------------------------------------------------------------
+    def _translated(self, spec, project_ser):
+        try:
+            return self._component(spec, project_ser)
+        except TopologyError:
+            raise
+        except Exception as e:  # noqa: BLE001 - whatever the file holds: one line naming the component
+            raise TopologyError(f"component {getattr(spec, 'name', None)!r}: cannot be translated: "
+                                f"{type(e).__name__}: {e}") from None
+
     def _component(self, spec, project_ser):
         from streamparse.dsl.bolt import JavaBoltSpec, ShellBoltSpec
         from streamparse.dsl.component import JavaComponentSpec

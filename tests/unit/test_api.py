@@ -229,7 +229,8 @@ def test_same_spec_object_twice():
 def test_reserved_component_name():
     b = TopologyBuilder("t")
     b.add_spout("__system", WordSpout)
-    assert build_error(b) == "component '__system': names starting with '__' are reserved"
+    assert build_error(b) == ("component '__system': the name '__system' is reserved by Bittern (the source of "
+                              "tick tuples); choose another")
 
 
 @pytest.mark.parametrize("par", [0, -1, 1.5, "2", True, None])
