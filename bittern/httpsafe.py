@@ -63,8 +63,9 @@ JSON_TYPE = "application/json; charset=utf-8"
 TOPOLOGY_RULE = "1-64 letters, digits, '_', '.', '-', starting with a letter or digit"
 COMPONENT_RE = re.compile(r"[^\x00-\x1f\x7f/]{1,128}")
 COMPONENT_RULE = "1-128 characters, no '/' and no control characters"
-LOG_FILE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
-LOG_FILE_RULE = "1-128 letters, digits, '_', '.', '-', starting with a letter or digit"
+# (a component named __x logs to __x-3.log: a leading '_' is allowed, a leading '.' is not)
+LOG_FILE_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+LOG_FILE_RULE = "1-128 letters, digits, '_', '.', '-', not starting with '.' or '-'"
 _DIGITS = re.compile(r"[0-9]+")
 
 

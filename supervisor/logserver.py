@@ -29,7 +29,7 @@ from bittern.httpsafe import Reject, SafeHandler, SafeServer, check_name, requir
 
 log = logging.getLogger("bittern.supervisor.logs")
 
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # (fullmatch: "$" admits a trailing newline)
+NAME_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")  # (fullmatch: "$" admits a trailing newline)
 TAIL_BLOCK = 64 * 1024
 TEXT = "text/plain; charset=utf-8"
 
