@@ -87,12 +87,16 @@ class PlanReload:
         if moved and (self.bp.active or self._announced_off < 3):
             self.announce(self.bp.active)  # a new peer has not heard whether we are in backpressure
         if tm_moved:
-            if self._poller is not None:
-                self._poller.unregister(self.tm)
-            self.tm.close(linger=0)
-            self._connect_tm()
-            if self._poller is not None:
-                self._poller.register(self.tm, zmq.POLLIN)
-            log.info("SIGHUP: topology master now at %s; registering with it", plan.tmaster)
-            self.register_with_tm()
+            self.reconnect_tm(f"SIGHUP: topology master now at {plan.tmaster}")
         return tm_moved
+
+    def reconnect_tm(self, why):
+        """A new connection to the topology master, and registration on it."""
+        if self._poller is not None:
+            self._poller.unregister(self.tm)
+        self.tm.close(linger=0)
+        self._connect_tm()
+        if self._poller is not None:
+            self._poller.register(self.tm, zmq.POLLIN)
+        log.info("%s; registering with it", why)
+        self.register_with_tm()

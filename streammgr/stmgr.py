@@ -66,6 +66,7 @@ from .routing import LOCAL, PEER, OutQueues, RoutingTable
 log = logging.getLogger("bittern.stmgr")
 
 HEARTBEAT_SECS = 1.0
+TM_RECONNECT_SECS = 3.0  # the topology master took nothing this long: a new connection
 BURST = 256
 SNDHWM = 100  # batches a socket holds per peer before the stream manager queues them itself
 # Batches in flight toward one instance: it returns credit as it reads them. Beyond this,
@@ -94,6 +95,7 @@ class StreamManager(PlanReload, FencedStop):
         self.counters = {"local": 0, "peer": 0, "dropped": 0, "from_peers": 0, "malformed": 0, "denied": 0,
                          "fenced": 0}
         self._malformed_log, self._denied_log, self._fenced_log = Throttle(), Throttle(), Throttle()
+        self._tm_stuck_since = None  # when sends to the topology master began to fail (to_tm)
         conf = plan.config
         self.bp = Backpressure(conf["topology.backpressure.high.watermark.bytes"],
                                conf["topology.backpressure.low.watermark.bytes"],
@@ -321,8 +323,17 @@ class StreamManager(PlanReload, FencedStop):
         fields.setdefault("container", self.container)
         try:
             self.tm.send_multipart(wire.ctrl(op, **fields), zmq.NOBLOCK)
+            self._tm_stuck_since = None
         except zmq.Again:
             log.warning("topology master is not taking messages; dropped %s", op)
+            # ZeroMQ does not retry a handshake the server refused (a topology master that did
+            # not know this container's new key yet): after a while, connect anew
+            now = time.monotonic()
+            if self._tm_stuck_since is None:
+                self._tm_stuck_since = now
+            elif now - self._tm_stuck_since >= TM_RECONNECT_SECS:
+                self._tm_stuck_since = now
+                self.reconnect_tm(f"the topology master took nothing for {TM_RECONNECT_SECS:g}s: connecting anew")
 
     # -- data ---------------------------------------------------------------------------
     def route(self, kind, dest_frame, payload):

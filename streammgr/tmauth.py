@@ -74,6 +74,27 @@ class TmAuth:
             self._nimbus_keys = frozenset(found)
             self.auth.allow(set(self._key_container) | found)
 
+    def admit_container_keys(self, keys):
+        """The assignment's container keys (``{C: {"public", ...}}``), read with the fencing
+        check: a container placed anew got a fresh keypair, and its new stream manager must
+        get in (the old copy's key is not admitted any more)."""
+        if self.auth is None or not isinstance(keys, dict):
+            return
+        try:
+            now = {k["public"]: int(c) for c, k in keys.items() if isinstance(k, dict) and k.get("public")}
+        except (TypeError, ValueError):
+            log.warning("the assignment's keys are malformed; keeping the keys admitted now")
+            return
+        if now and now != self._key_container:
+            try:
+                self.auth.allow(set(now) | self._nimbus_keys)
+            except curve.CurveError as e:
+                log.warning("the assignment has a bad key (%s); keeping the keys admitted now", e)
+                return
+            moved = sorted({c for k, c in now.items() if self._key_container.get(k) != c})
+            self._key_container = now
+            log.info("containers %s have new CURVE keys: admitted now", moved)
+
     def caller_ok(self, identity, user):
         """True if the sender with this ZAP user id (its public key) may speak as ``identity``."""
         if self.auth is None:

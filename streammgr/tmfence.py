@@ -92,6 +92,7 @@ class TmFencing:
             self._fence_valid_until = now + CHECK_SECS
             return True
         placed = placed_versions(asg)
+        self.admit_container_keys(asg.get("keys"))  # a container placed anew has a new key (tmauth.py)
         newer = self.fence.superseded(placed)
         if placed.get(0, 0) > self.placed:
             self._fenced(placed)
