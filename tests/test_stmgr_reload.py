@@ -477,3 +477,40 @@ def test_reload_in_process_keys_endpoints_and_refusals(home):
         tm2.close(linger=0)
         ctx.term()
         shutil.rmtree(ipc, ignore_errors=True)
+
+
+@pytest.mark.skipif(not curve.available(), reason="libzmq without CURVE")
+def test_a_refused_handshake_with_the_topology_master_is_tried_again(home):
+    """A topology master that does not admit this container's key yet (it was placed anew,
+    and the topology master has not read the new assignment): ZeroMQ never retries a
+    handshake the server refused, so the stream manager connects anew once its topology
+    master took nothing for TM_RECONNECT_SECS, and registers as soon as its key is admitted."""
+    from streammgr.stmgr import TM_RECONNECT_SECS
+    ipc = tempfile.mkdtemp(prefix="brl-", dir="/tmp")
+    doc = plan_doc(home, ipc, with_keys=True)
+    path = os.path.join(home, "c0", "plan.json")
+    write_atomically(path, container_doc(doc, 1))
+    ctx = zmq.Context()
+    tm = ctx.socket(zmq.ROUTER)
+    auth = curve.KeyAuthenticator(ctx, []).start()  # admits nobody yet
+    curve.server_options(tm, doc["keys"]["0"]["secret"], doc["keys"]["0"]["public"])
+    tm.bind(doc["tmaster"])
+    sm = StreamManager(load_plan(path), 1, plan_path=path)
+    try:
+        sm.register_with_tm()
+        refused = time.monotonic()
+        wait_for(lambda: auth.denied >= 1, 10, 0.05, "the first handshake refused")
+        auth.allow([doc["keys"]["1"]["public"]])
+        ops = []
+        deadline = refused + TM_RECONNECT_SECS + 15
+        while time.monotonic() < deadline and Op.STMGR_REGISTER not in ops:
+            sm.to_tm(Op.HEARTBEAT)  # as its loop does every second
+            while tm.poll(200):
+                ops.append(wire.decode_ctrl(tm.recv_multipart()[2])["op"])
+        assert Op.STMGR_REGISTER in ops, f"never registered after the refusal (got {ops})"
+    finally:
+        sm._close()
+        tm.close(linger=0)
+        auth.stop()
+        ctx.term()
+        shutil.rmtree(ipc, ignore_errors=True)
