@@ -61,6 +61,8 @@ class TmAuth:
         if self.auth is None or now - self._clients_read_at < CLIENTS_SECS:
             return
         self._clients_read_at = now
+        if not getattr(self.state, "connected", True):
+            return  # ZooKeeper away: a read would hold up the loop for its retries; keep the keys known
         try:
             found = set()
             for node in self.state.children("nimbus/hosts"):
