@@ -25,23 +25,14 @@ from collections import Counter
 
 import pytest
 
-from bittern.compat.heron import PIP_ARGS, PIP_REQUIREMENTS
 
-from conftest import ROOT, Bittern, wait_for
-from foreignvenv import foreign_venv
+from conftest import ROOT, wait_for
+from test_heron import heron, heron_python  # noqa: F401 - the heronpy venv fixtures, shared
 
 TOPOLOGIES = os.path.join(ROOT, "tests", "topologies")
 WORDS = ["nathan", "mike", "jackson", "golda", "bertels"]  # heron_components.WORDS
 
 
-@pytest.fixture(scope="session")
-def heron_python(tmp_path_factory):
-    return foreign_venv(tmp_path_factory.getbasetemp() / "heronpy", PIP_REQUIREMENTS, PIP_ARGS)
-
-
-@pytest.fixture
-def heron(home, heron_python):
-    return Bittern(home, python=heron_python)
 
 
 def jsonl(pattern):
