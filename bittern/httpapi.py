@@ -375,7 +375,27 @@ class Collector:
         return []  # nothing to declare up front: families depend on what runs
 
 
-def prometheus_text(rows, docs, window=DEFAULT_WINDOW, accept=None):
+class HttpCollector:
+    """The serving HTTP server's refusals (bittern/httpsafe.py ``Refusals.snapshot()``)."""
+
+    def __init__(self, snapshot):
+        self.snapshot = snapshot
+
+    def collect(self):
+        refused = CounterMetricFamily("bittern_http_refused", "Requests the API server answered with a status "
+                                      "of 400 or more, by status", labels=["status"])
+        for status, n in self.snapshot["refused"].items():
+            refused.add_metric([status], n)
+        away = CounterMetricFamily("bittern_http_turned_away", "Connections the API server turned away "
+                                   "(all its connection slots taken)")
+        away.add_metric([], self.snapshot["turned_away"])
+        return iter([refused, away])
+
+    def describe(self):
+        return []
+
+
+def prometheus_text(rows, docs, window=DEFAULT_WINDOW, accept=None, http=None):
     """``(content type, body)``: the exposition of ``rows``/``docs`` in the format
     the ``Accept`` header asks for (Prometheus text by default, OpenMetrics on
     request), from a registry made for the call (never prometheus_client's global one)."""
@@ -384,6 +404,8 @@ def prometheus_text(rows, docs, window=DEFAULT_WINDOW, accept=None):
     from prometheus_client.exposition import choose_encoder
     registry = prometheus_client.CollectorRegistry(auto_describe=False)
     registry.register(Collector(lambda: (rows, docs), window))
+    if http is not None:
+        registry.register(HttpCollector(http))
     encoder, content_type = choose_encoder(accept or "")
     return content_type, encoder(registry)
 
@@ -399,6 +421,7 @@ class Api:
         self.source = source
         self.lock = lock or threading.RLock()
         self.started = time.time()
+        self.refusals = None  # the serving SafeServer's Refusals (set by Server)
 
     # -- entry point --------------------------------------------------------------------
     def handle(self, method, target, accept=None):
@@ -476,7 +499,10 @@ class Api:
 
     # -- handlers -----------------------------------------------------------------------
     def get_healthz(self, query):
-        return {"status": "ok", "version": __version__, "uptime_secs": time.time() - self.started}
+        doc = {"status": "ok", "version": __version__, "uptime_secs": time.time() - self.started}
+        if self.refusals is not None:
+            doc["http"] = self.refusals.snapshot()
+        return doc
 
     def get_index(self, query):
         return {"version": __version__, "endpoints": [
@@ -564,7 +590,8 @@ class Api:
                         log.warning("scrape: no metrics from topology %s: %s", row["name"], e.message)
                     except Exception:  # noqa: BLE001 - nor a broken one: logged with its traceback
                         log.exception("scrape: reading the metrics of topology %s failed", row["name"])
-        return prometheus_text(rows, docs, window, accept)
+        return prometheus_text(rows, docs, window, accept,
+                               self.refusals.snapshot() if self.refusals is not None else None)
 
 
 # -- serving ----------------------------------------------------------------------------
@@ -594,10 +621,22 @@ class Server(SafeServer):
     handler = Handler
 
     def __init__(self, address, api, token=None, insecure=False, idle_secs=None):
-        self.api = api
         self.token = token
         self.insecure = insecure
         super().__init__(address, self.handler, idle_secs=idle_secs)
+        self.api = api
+
+    @property
+    def api(self):
+        return self._api
+
+    @api.setter
+    def api(self, app):
+        """The application served; its /healthz and /metrics show this server's refusals."""
+        self._api = app
+        for a in (app, getattr(app, "reads", None)):  # nimbus's NimbusApi answers reads with an Api
+            if isinstance(a, Api):
+                a.refusals = self.refusals
 
     @property
     def url(self):

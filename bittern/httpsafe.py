@@ -26,12 +26,18 @@ at most ``MAX_JSON_DEPTH`` levels, never 500. Names from a path or query go thro
 :func:`check_name` after percent-decoding: 400 naming the field (``word_count%2F`` is
 not ``word_count``).
 
+Every refusal is counted (:class:`Refusals`, ``server.refusals``): each answer with a
+status of 400 or more, by status, and each connection turned away for want of a slot.
+The servers show the counts on ``/healthz`` (``"http"``) and, where they serve
+Prometheus, as ``bittern_http_refused_total`` and ``bittern_http_turned_away_total``.
+
 ``idle_secs`` defaults to ``$BITTERN_HTTP_TIMEOUT`` (seconds), else 5.
 """
 from __future__ import annotations
 
 import io
 import ipaddress
+import collections
 import json
 import logging
 import os
@@ -197,6 +203,31 @@ def is_loopback(host):
     return bool(infos) and all(ipaddress.ip_address(i[4][0].split("%")[0]).is_loopback for i in infos)
 
 
+class Refusals:
+    """What a server refused since it started: answers by status (400 and over) and
+    connections turned away. Thread-safe; :meth:`snapshot` is what ``/healthz`` shows."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._by_status = collections.Counter()
+        self._turned_away = 0
+
+    def refused(self, status):
+        with self._lock:
+            self._by_status[int(status)] += 1
+
+    def turned_away(self):
+        with self._lock:
+            self._turned_away += 1
+
+    def snapshot(self):
+        """``{"refused": {"401": n, ...}, "refused_total": N, "turned_away": M}``."""
+        with self._lock:
+            by_status = dict(sorted(self._by_status.items()))
+            return {"refused": {str(k): v for k, v in by_status.items()},
+                    "refused_total": sum(by_status.values()), "turned_away": self._turned_away}
+
+
 # -- the handler ----------------------------------------------------------------------------
 class _DeadlineIO(io.RawIOBase):
     """The connection's socket as a raw stream whose every read waits at most
@@ -307,6 +338,8 @@ class SafeHandler(BaseHTTPRequestHandler):
 
     def send_response(self, code, message=None):
         self._answered = True
+        if code >= 400:
+            self.server.refusals.refused(code)
         super().send_response(code, message)
 
     def send_error(self, code, message=None, explain=None):
@@ -379,6 +412,7 @@ class SafeServer(ThreadingHTTPServer):
         self._open = set()  # sockets of the connections being served
         self.slots = 0  # connections admitted and not finished
         self.turned_away = 0
+        self.refusals = Refusals()
         super().__init__(address, handler, bind_and_activate)
 
     def track(self, sock, add):
@@ -393,6 +427,7 @@ class SafeServer(ThreadingHTTPServer):
             else:
                 self.turned_away += 1
         if full:
+            self.refusals.turned_away()
             self._turn_away(request, client_address)
             return
         try:

@@ -7,6 +7,7 @@ processes (docs/CLUSTER.md). Every request carries the cluster's API token
     GET /logs                 ["NAME", ...]              topologies with logs here
     GET /logs/NAME            ["stmgr-0.log", ...]        files of one topology
     GET /logs/NAME/FILE       text/plain                  ?tail=N: the last N lines
+    GET /healthz              {"status": "ok", "http": {...}}   (no token: what it refused)
 
 401 without the token (503 while the supervisor has not read it yet), checked from
 the headers before anything else (bittern/httpsafe.py: deadlines, bounded connections,
@@ -112,7 +113,12 @@ class _Handler(SafeHandler):
     def log_message(self, fmt, *args):
         log.debug("%s %s", self.address_string(), fmt % args)
 
+    def _healthz(self):
+        return urlsplit(self.path).path == "/healthz"
+
     def authorize(self):
+        if self._healthz():
+            return
         token = self.server.logs.token()
         if not token:
             raise Reject(503, "the supervisor has not read the API token yet")
@@ -147,6 +153,8 @@ class _Handler(SafeHandler):
         if self.command != "GET":
             return self._send(405, {"error": f"method {self.command} not allowed (only GET)"},
                               extra=[("Allow", "GET")])
+        if self._healthz():
+            return self._send(200, {"status": "ok", "http": self.server.refusals.snapshot()})
         srv = self.server.logs
         url = urlsplit(self.path)
         parts = [unquote(p) for p in url.path.split("/") if p]

@@ -12,9 +12,12 @@ every one of them itself; a request trickled a byte at a time is cut off at its
 deadline; names no topology (or log file) can have, ``word_count%2F`` first, are 400
 naming the field on every route; nested JSON is 400; and hypothesis-fuzzed methods,
 paths, headers, lengths and bodies never get a 500, the server keeps serving, and on
-nimbus no topology's record, assignment or code changes."""
+nimbus no topology's record, assignment or code changes. Each server counts what it
+refused, by status, exactly (``/healthz``'s ``"http"``; Prometheus on ``bittern serve``)."""
 from __future__ import annotations
 
+import collections
+import contextlib
 import http.client
 import json
 import os
@@ -109,11 +112,27 @@ class Target:
         return exchange(self.port, raw_request("GET", path, self.auth() if token else []))
 
     def healthy(self):
-        """Still serving: /healthz (the log server has none: a listing with the token)."""
-        if self.good.startswith("/logs"):
-            return self.get("/logs")[0] == 200
+        """Still serving: /healthz, open to all."""
         status, _, body, _ = self.get("/healthz", token=False)
         return status == 200 and body["status"] == "ok"
+
+    def refused(self):
+        """``{status: n}``: what the server says it refused so far (its /healthz)."""
+        status, _, body, _ = self.get("/healthz", token=False)
+        assert status == 200, body
+        return {int(k): v for k, v in body["http"]["refused"].items()}
+
+
+@contextlib.contextmanager
+def counting(t):
+    """Yields a Counter the block fills with the refusals it causes ({status: n}); on
+    exit, the server must have counted exactly those."""
+    want = collections.Counter()
+    before = t.refused()
+    yield want
+    after = t.refused()
+    got = {k: n - before.get(k, 0) for k, n in after.items() if n != before.get(k, 0)}
+    assert got == dict(want), f"the server counted {got}, the test caused {dict(want)}"
 
 
 # -- the attacks, the same on every server ---------------------------------------------------
@@ -121,38 +140,49 @@ def check_token_before_body(t):
     """401 at once with a body announced but never sent (under any limit): the server did
     not wait for it, and closes the connection; the 401 names the way in."""
     routes = [("GET", t.good)] + [(m, p) for m, p, _, _ in t.length_routes]
-    for method, path in routes:
-        for auth in ([], [("Authorization", "Bearer wrong")], [("Authorization", t.token)],
-                     [("Authorization", f"Basic {t.token}")], [("Authorization", f"Bearer {t.token}x")]):
-            raw = raw_request(method, path, auth + [("Content-Length", "1000"), ("Expect", "100-continue")])
-            status, resp, body, closed = exchange(t.port, raw, method, check_closed=True)
-            assert status == 401, (method, path, auth, status, body)
-            assert resp.getheader("WWW-Authenticate", "").startswith("Bearer"), (method, path)
-            assert body["error"].startswith("missing or wrong API token") and closed, (method, path, auth)
-    assert t.get(t.good)[0] == 200
+    with counting(t) as want:
+        for method, path in routes:
+            for auth in ([], [("Authorization", "Bearer wrong")], [("Authorization", t.token)],
+                         [("Authorization", f"Basic {t.token}")], [("Authorization", f"Bearer {t.token}x")]):
+                raw = raw_request(method, path, auth + [("Content-Length", "1000"), ("Expect", "100-continue")])
+                status, resp, body, closed = exchange(t.port, raw, method, check_closed=True)
+                want[401] += 1
+                assert status == 401, (method, path, auth, status, body)
+                assert resp.getheader("WWW-Authenticate", "").startswith("Bearer"), (method, path)
+                assert body["error"].startswith("missing or wrong API token") and closed, (method, path, auth)
+        assert t.get(t.good)[0] == 200
 
 
 def check_lengths(t):
     """With the token: every bad Content-Length refused before reading, connection closed."""
+    with counting(t) as want:
+        _check_lengths(t, want)
+    assert t.healthy()
+
+
+def _check_lengths(t, want):
     for method, path, limit, required in t.length_routes:
         cases = [("-1", 400, "negative"), ("-99999999999999999999", 400, "negative"),
                  ("abc", 400, "not a number"), ("1e3", 400, "not a number"), ("0x10", 400, "not a number"),
                  ("+5", 400, "not a number"), ("", 400, "not a number"), ("5 5", 400, "not a number"),
                  (str(limit + 1), 413, f"over the limit of {limit}"), ("9" * 40, 413, "over the limit")]
-        for value, want, words in cases:
+        for value, expected, words in cases:
             raw = raw_request(method, path, t.auth() + [("Content-Length", value)])
             status, _, body, closed = exchange(t.port, raw, method, check_closed=True)
-            assert (status, closed) == (want, True) and words in body["error"], (method, path, value, body)
+            want[expected] += 1
+            assert (status, closed) == (expected, True) and words in body["error"], (method, path, value, body)
         raw = raw_request(method, path, t.auth() + [("Content-Length", "2"), ("Content-Length", "3")], b"{}")
         status, _, body, closed = exchange(t.port, raw, method, check_closed=True)
+        want[400] += 1
         assert (status, closed) == (400, True) and "conflicting Content-Length" in body["error"]
         raw = raw_request(method, path, t.auth() + [("Transfer-Encoding", "chunked")], b"2\r\n{}\r\n0\r\n\r\n")
         status, _, body, closed = exchange(t.port, raw, method, check_closed=True)
+        want[411] += 1
         assert (status, closed) == (411, True) and "Transfer-Encoding" in body["error"], body
         if required:
             status, _, body, closed = exchange(t.port, raw_request(method, path, t.auth()), method, True)
+            want[411] += 1
             assert (status, closed) == (411, True) and "Content-Length" in body["error"], body
-    assert t.healthy()
 
 
 def check_idle_connections(t, n=50):
@@ -160,6 +190,12 @@ def check_idle_connections(t, n=50):
     while every one of them is still held open; then the server closes each of them
     itself (408, or nothing when not a byte had come)."""
     idle = []
+    with counting(t) as want:
+        _check_idle(t, n, idle, want)
+    assert t.healthy()
+
+
+def _check_idle(t, n, idle, want):
     try:
         for i in range(n):
             s = socket.create_connection(("127.0.0.1", t.port), timeout=30)
@@ -182,17 +218,17 @@ def check_idle_connections(t, n=50):
             answers.append(data)
         assert all(a.startswith(b"HTTP/1.1 408 ") for a in answers[1:5] + answers[6:10]), answers[:10]
         assert [a for a in answers if not (a == b"" or a.startswith(b"HTTP/1.1 408 "))] == []
+        want[408] += sum(a.startswith(b"HTTP/1.1 408 ") for a in answers)
     finally:
         for s in idle:
             s.close()
-    assert t.healthy()
 
 
 def check_trickle(t):
     """A request line sent one byte at a time, each in time for the per-read timeout, is
     cut off at the request's deadline (408) long before it is complete."""
     line = f"GET {t.good}?{'x' * 300} HTTP/1.1\r\n".encode()
-    with socket.create_connection(("127.0.0.1", t.port), timeout=30) as s:
+    with counting(t) as want, socket.create_connection(("127.0.0.1", t.port), timeout=30) as s:
         sent = 0
         while sent < len(line):
             s.sendall(line[sent:sent + 1])
@@ -203,19 +239,22 @@ def check_trickle(t):
         s.settimeout(30)
         while chunk := s.recv(65536):
             data += chunk
+        want[408] += 1
     assert data.startswith(b"HTTP/1.1 408 ") and sent < len(line), (sent, data[:200])
     assert t.healthy()
 
 
 def check_names(t):
-    for method, template, field in t.name_routes:
-        for bad in BAD[field]:
-            path = template.format(bad)
-            raw = raw_request(method, path, t.auth() + ([("Content-Length", "2")] if method == "POST" else []),
-                              b"{}" if method == "POST" else b"")
-            status, _, body, _ = exchange(t.port, raw, method)
-            assert status == 400 and body.get("field") == field, (method, path, status, body)
-            assert body["error"].startswith(f"bad {field} name ") and "\n" not in body["error"], body
+    with counting(t) as want:
+        for method, template, field in t.name_routes:
+            for bad in BAD[field]:
+                path = template.format(bad)
+                raw = raw_request(method, path, t.auth() + ([("Content-Length", "2")] if method == "POST" else []),
+                                  b"{}" if method == "POST" else b"")
+                status, _, body, _ = exchange(t.port, raw, method)
+                want[400] += 1
+                assert status == 400 and body.get("field") == field, (method, path, status, body)
+                assert body["error"].startswith(f"bad {field} name ") and "\n" not in body["error"], body
 
 
 # -- hypothesis: any request -------------------------------------------------------------------
@@ -313,6 +352,13 @@ def test_serve_token_before_body(serve):
     check_token_before_body(serve)
     assert serve.get("/healthz", token=False)[0] == 200  # the one route open to all
     assert serve.get("/metrics", token=False)[0] == 401
+    refused = serve.refused()
+    status, _, text, _ = serve.get("/metrics")  # the counts, as Prometheus sees them
+    assert status == 200
+    text = text.decode()
+    for code, n in refused.items():
+        assert f'bittern_http_refused_total{{status="{code}"}} {float(n)}' in text, (code, n, text[-2000:])
+    assert "bittern_http_turned_away_total 0.0" in text
 
 
 def test_serve_content_length(serve):
@@ -411,6 +457,8 @@ def test_logserver_bounds_its_connections(tmp_path):
         for s in held:
             s.close()
         wait_for(lambda: server.httpd.slots == 0, timeout=10, what="the held connections gone")
+        status, _, health, _ = exchange(server.port, raw_request("GET", "/healthz"))
+        assert (status, health["http"]["turned_away"]) == (200, 1), health  # counted where it is shown
         assert exchange(server.port, raw_request("GET", "/logs", [("Authorization", "Bearer tok")]))[0] == 200
     finally:
         for s in held:
