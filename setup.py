@@ -30,7 +30,7 @@ setup(
         "heron": ["protobuf>=3.20,<4", "cloudpickle>=2.2,<4"],  # + pip install --no-deps heronpy==0.20.5 (docs/COMPAT.md)
         "flux": ["pyyaml>=6"],  # Storm Flux .yaml topologies (bittern/compat/flux.py)
         # hypothesis: the security suite fuzzes every port with generated messages
-        "dev": ["pytest>=8", "pytest-timeout>=2", "hypothesis>=6", "kazoo>=2.9", "pynacl>=1.5", "prometheus_client>=0.17", "rocksdict>=0.3.25,<0.4", "pyyaml>=6"],
+        "dev": ["pytest>=8", "pytest-timeout>=2", "pytest-xdist>=3.5", "hypothesis>=6", "kazoo>=2.9", "pynacl>=1.5", "prometheus_client>=0.17", "rocksdict>=0.3.25,<0.4", "pyyaml>=6"],
     },
     entry_points={"console_scripts": ["bittern=bittern.cli.main:main"],
                   # the bittern_run fixture (bittern/testing/pytest_plugin.py); named as its module, so
