@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+from .api.topology import shown_definition
 from .client import TMClient
 from .cluster_client import NoSuchTopology, topology_path
 from .errors import BitternError
@@ -110,7 +111,7 @@ class LocalSource:
         if asg.get("supervisor") and not pid_alive(asg["supervisor"]):
             phase = "DEAD"
         return {"name": name, "state": phase, "submitted_at": rec.get("submitted_at"),
-                "logical_plan": rec["definition"], "config": rec["config"],
+                "logical_plan": shown_definition(rec["definition"]), "config": rec["config"],
                 "physical_plan": {"tmaster": status.get("tmaster"), "containers": containers}}
 
     def drop(self, name):

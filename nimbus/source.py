@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 from bittern import topostatus
+from bittern.api.topology import shown_definition
 from bittern.monitor import LocalSource, TopologyGone
 
 
@@ -94,7 +95,7 @@ class ClusterSource(LocalSource):
         return topostatus.annotate({
             "name": name, "state": self.phase(name, rec, asg or None, status),
             "submitted_at": rec.get("submitted_at"), "version": asg.get("version"),
-            "logical_plan": rec["definition"], "config": rec["config"], "error": rec.get("error"),
+            "logical_plan": shown_definition(rec["definition"]), "config": rec["config"], "error": rec.get("error"),
             "physical_plan": {"tmaster": asg.get("tmaster"), "containers": containers}}, _current(status, asg))
 
 

@@ -260,3 +260,5 @@ def test_pickled_config_in_cluster_mode(cluster, tmp_path):
     assert comps["recorder"]["config"]["pickled.instance"] == "<pickled: Point>"
     assert comps["recorder"]["config"]["pickled.iterator"] == "<pickled: list_iterator>"
     assert doc["config"]["pickled.topology.point"] == "<pickled: Point>"
+    # the bytes are not shown: only the instances see them
+    assert "pickled" not in doc["logical_plan"] and all("pickled" not in c for c in comps.values())

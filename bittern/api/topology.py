@@ -516,6 +516,22 @@ def encode_config(config, where, as_json=False):
     return out, pickled
 
 
+def shown_definition(d):
+    """A topology definition's dict as displayed (API, ``bittern top``, web UI): without
+    the pickled values' bytes, which the config already shows as ``<pickled: TYPE>``."""
+    if not isinstance(d, dict):
+        return d
+    out = {k: v for k, v in d.items() if k != "pickled"}
+    comps = d.get("components")
+    if isinstance(comps, list):
+        out["components"] = [{k: v for k, v in c.items() if k != "pickled"} if isinstance(c, dict) else c
+                             for c in comps]
+    elif isinstance(comps, dict):
+        out["components"] = {n: ({k: v for k, v in c.items() if k != "pickled"} if isinstance(c, dict) else c)
+                             for n, c in comps.items()}
+    return out
+
+
 def cloudpickle_installed():
     return importlib.util.find_spec("cloudpickle") is not None
 
