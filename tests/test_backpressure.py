@@ -1,36 +1,60 @@
-"""Backpressure end to end (Heron's scheme) with real processes.
+"""Backpressure end to end (Heron's scheme) with real processes, judged on what the
+engine itself reports, never on rates or wall-clock phases.
 
 Spouts emit as fast as they can into bolts that sleep 1 ms per tuple, over two
-containers, with small watermarks. For 35 s: every process's RSS stays under a
-bound and does not creep up, the stream managers hold backpressure, and both
-spouts (one per container) spend most of the time paused. Then the slow bolts
-speed up (a flag file): the sink's rate rises by a large factor, backpressure
-clears, and the spouts' time in backpressure stops growing. At the end, every
-number emitted was acked exactly once and reached the sink.
+containers, with small watermarks (tests/topologies/backpressure_seq.py). Checked:
+
+* every transition the stream managers log is the state machine's contract: "starting
+  backpressure" with a queue at or above the high watermark, "clearing" with the queue
+  that cleared it at or below the low one, strictly alternating per stream manager;
+* the spouts were really held: between two reports taken inside one episode that every
+  stream manager held throughout, neither spout emitted a single tuple (a spout that
+  backpressure does not stop never shows such a pair), and their own
+  ``__time-in-backpressure-ms`` grew;
+* the bytes queued toward any destination, at every heartbeat the stream managers sent,
+  stayed within the high watermark plus what the spouts could have handed to their
+  sockets before the pause reached them (a structural bound, see QUEUE_BOUND);
+* once the slow bolts speed up (a flag file), every stream manager logs a clearing
+  transition after the speed-up and reports backpressure off;
+* at the end (deactivated, drained): every number emitted was acked exactly once and
+  reached the sink once, nothing failed or was dropped, the queues are empty and no
+  stream manager holds backpressure.
+
+The rates themselves (how much faster the sink goes without backpressure) are not
+asserted here: they depend on the machine's load.
 """
 from __future__ import annotations
 
+import ast
+import glob
 import json
 import os
+import re
 import time
+from datetime import datetime
 
-import psutil
+import pytest
 
 from bittern.client import TMClient
-from conftest import TOPOLOGIES, processes_of, wait_for
+from conftest import TOPOLOGIES, wait_for
+
+pytestmark = pytest.mark.slow
 
 TOPO = os.path.join(TOPOLOGIES, "backpressure_seq.py")
 NAME = "bp"
 SPOUT_TASKS = ("5", "6")  # one spout in each container (see the topology's docstring)
-SLOW_SECS = 35.0
-FAST_SECS = 14.0
-SETTLE = 6.0  # seconds after the speed-up for the backlog to drain before backpressure must be gone
 HIGH, LOW = 256 * 1024, 128 * 1024
-RSS_BOUND = 150 * 2**20  # measured: about 65 MB for the spouts, 25-30 MB for the others
-RSS_CREEP = 25 * 2**20  # the second half of the slow phase may not grow past the first by more
-SPEEDUP = 5  # the sink's rate after the speed-up over its rate in the slow phase, at least
-CLEARED = 0.25  # after the speed-up, the largest fraction of time still in backpressure
-MAX_IN_FLIGHT = 250_000  # measured: 90-120k tuple trees in flight over both spouts
+HELD_SECS = 8.0  # the slow phase lasts until every stream manager reports this much backpressure
+FLAT_SECS = 2.0  # the spouts emitted nothing for at least this long inside one held episode
+# Small batches make the structural bound on the queues tight: after a queue crosses the
+# high watermark, what can still arrive is what each spout had handed over before its
+# pause message reached it: at most the instance socket's 100 batches (SNDHWM), the stream
+# manager's receive pipe (libzmq's default RCVHWM, 1000) and, from the remote spout, a
+# peer socket's 100 more, plus the kernel's socket buffers (a few hundred KB).
+BATCH = 16
+TUPLE_BYTES = 32  # a reliable [n] on the wire: msgpack'd value and its tree id (about 13 measured)
+QUEUE_BOUND = HIGH + 2 * (100 + 1000 + 100) * BATCH * TUPLE_BYTES + 2 * 256 * 1024
+TRANSITION = re.compile(r"^(\S+ \S+) INFO .*bittern\.stmgr: (starting|clearing) backpressure \(queued: (\{.*\})\)$")
 
 
 class LineCounter:
@@ -70,158 +94,120 @@ def describe_difference(want, have):
             f"(e.g. {sorted(extra)[:10]}), {dups} duplicates")
 
 
-def rss_by_process(home):
-    """``{(pid, label): rss}``, the label being the module and the arguments that
-    do not name a path (``instance --task 5``, ``streammgr --container 1``)."""
+def transitions(home):
+    """``{container: [(wall time, "starting"|"clearing", {queue: bytes})]}`` from the
+    stream managers' logs, in order."""
     out = {}
-    for p in processes_of(home):
-        try:
-            cmd = p.info["cmdline"] or []
-            label = " ".join(a for a in cmd[2:] if home not in a and a not in ("--plan", "--home"))
-            out[(p.pid, label)] = p.memory_info().rss
-        except psutil.NoSuchProcess:
-            pass
+    for path in sorted(glob.glob(os.path.join(home, "logs", NAME, "stmgr-*.log"))):
+        c = path.rsplit("-", 1)[1][:-4]
+        rows = out.setdefault(c, [])
+        with open(path, errors="replace") as f:
+            for line in f:
+                m = TRANSITION.match(line.rstrip("\n"))
+                if m:
+                    at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp()
+                    rows.append((at, m.group(2), ast.literal_eval(m.group(3))))
     return out
 
 
-def spout_report(client, t0, attempts=3):
-    """A fresh report in which both spouts answered (the slow bolts may not: their
-    control messages queue behind their data). Returns ``(asked, answered, {spout task:
-    __time-in-backpressure-ms}, report)``, times relative to ``t0``: each spout took its
-    value somewhere between ``asked`` and ``answered``."""
-    for _ in range(attempts):
-        asked = time.monotonic() - t0
+def held_throughout(trans, t_from, t_to):
+    """Every stream manager was in one episode of its own backpressure from ``t_from`` to
+    ``t_to`` (wall times): its last transition before ``t_from`` was a start and none
+    came until ``t_to``."""
+    for rows in trans.values():
+        before = [kind for at, kind, _ in rows if at <= t_from]
+        if not before or before[-1] != "starting" or any(t_from < at <= t_to for at, _, _ in rows):
+            return False
+    return bool(trans)
+
+
+def spout_report(client):
+    """A report in which both spouts answered (the slow bolts may not: their control
+    messages queue behind their data), with the wall times it was asked and answered."""
+    for _ in range(3):
+        asked = time.time()
         rep = client.request("report", timeout=30)
-        answered = time.monotonic() - t0
         if not set(SPOUT_TASKS) & {str(t) for t in rep.get("missing", [])}:
-            return asked, answered, {t: rep["tasks"][t]["__time-in-backpressure-ms"] for t in SPOUT_TASKS}, rep
-    raise AssertionError(f"the spouts did not answer {attempts} reports: missing {rep.get('missing')}")
+            return asked, time.time(), {t: rep["tasks"][t] for t in SPOUT_TASKS}
+    raise AssertionError(f"the spouts did not answer 3 reports: missing {rep.get('missing')}")
 
 
-def test_backpressure_bounds_memory_and_clears_when_the_bolt_speeds_up(bittern, home, tmp_path):
+def test_backpressure_holds_the_spouts_bounds_the_queues_and_clears(bittern, home, tmp_path):
     out, flag = str(tmp_path / "out"), str(tmp_path / "fast.flag")
     bittern("submit", TOPO, "--name", NAME, "--config", f"test.out={out}", "--config", f"test.flag={flag}",
             "--config", f"topology.backpressure.high.watermark.bytes={HIGH}",
-            "--config", f"topology.backpressure.low.watermark.bytes={LOW}", check=True)
+            "--config", f"topology.backpressure.low.watermark.bytes={LOW}",
+            "--config", f"topology.producer.batch.size={BATCH}", check=True)
     client = None
     try:
         procs = bittern.processes(NAME)
         assert {procs[f"instance-{t}"]["container"] for t in SPOUT_TASKS} == {0, 1}
         client = TMClient(bittern.state("status", NAME)["tmaster"])
-        sink = LineCounter(out, "sink-")
-        samples = []  # (t, sink count, {stmgr: (backpressure, secs)}, {process: rss})
-        reports = {}
-        t0 = time.monotonic()
+        peak = {}  # (container, queue) -> the most bytes any heartbeat reported queued
+        on_seen = set()  # containers seen reporting backpressure on
 
         def sample():
             st = client.request("status")
-            bp = {c: (s.get("backpressure"), s.get("backpressure_secs")) for c, s in st["stmgrs"].items()}
-            samples.append((time.monotonic() - t0, sink(), bp, rss_by_process(home)))
+            for c, s in st["stmgrs"].items():
+                for t, q in (s.get("queued_by_task") or {}).items():
+                    peak[(c, f"task {t}")] = max(peak.get((c, f"task {t}"), 0), q)
+                peak[(c, "all")] = max(peak.get((c, "all"), 0), s.get("queued") or 0)
+                if s.get("backpressure"):
+                    on_seen.add(c)
+            return st
 
-        def run_until(t_end, report_at=()):
-            """Sample every second until ``t_end``; take a report at each ``report_at``
-            (the ones still due when time is up are taken then)."""
-            todo = sorted(report_at)
-            while True:
-                now = time.monotonic() - t0
-                if now >= t_end:
-                    break
-                sample()
-                if todo and now >= todo[0]:
-                    reports[todo.pop(0)] = spout_report(client, t0)
-                time.sleep(max(0.0, 1.0 - (time.monotonic() - t0 - now)))
-            for at in todo:
-                reports[at] = spout_report(client, t0)
+        # -- slow phase: until the engine reports what we judge -------------------------------
+        reports = []  # (asked, answered, {spout task: metrics})
+        flat = []  # pairs of reports inside one held episode, with the spouts' emit counts
 
-        # -- slow phase ------------------------------------------------------------------------
-        run_until(SLOW_SECS, report_at=(5.0, SLOW_SECS - 8.0))
-        slow_samples = list(samples)
-        # -- the slow bolts speed up ------------------------------------------------------------
+        def slow_phase_done():
+            st = sample()
+            reports.append(spout_report(client))
+            trans = transitions(home)
+            for a in reports[:-1]:
+                b = reports[-1]
+                if b[0] - a[1] >= FLAT_SECS and held_throughout(trans, a[0] - 1.0, b[1]) and \
+                        all(a[2][t]["__emit-count"] == b[2][t]["__emit-count"] for t in SPOUT_TASKS):
+                    flat.append((a, b))
+            held = {c: s.get("backpressure_secs") or 0.0 for c, s in st["stmgrs"].items()}
+            return len(held) == 2 and min(held.values()) >= HELD_SECS and flat
+        wait_for(slow_phase_done, timeout=240, interval=0.5,
+                 what=f"{HELD_SECS}s of backpressure on both stream managers, and two reports "
+                      f"{FLAT_SECS}s apart inside one episode both held, between which the spouts emitted nothing")
+        print(f"peak queued bytes in the slow phase: {peak} (bound {QUEUE_BOUND})")
+        assert on_seen == {"0", "1"}, f"stream managers seen holding backpressure: {on_seen}"
+
+        # the spouts were held: inside an episode every stream manager held, no emit at all
+        # (a spout that backpressure does not stop emits thousands a second: no such pair)
+        a, b = flat[-1]
+        for t in SPOUT_TASKS:
+            assert b[2][t]["__time-in-backpressure-ms"] > a[2][t]["__time-in-backpressure-ms"] > 0, (a[2], b[2])
+            assert b[2][t]["__fail-count"] == 0 and b[2][t]["__pending"] > 0, b[2][t]
+        print(f"spouts held: emit counts {[b[2][t]['__emit-count'] for t in SPOUT_TASKS]} unchanged over "
+              f"{b[0] - a[1]:.1f}s; pending {[b[2][t]['__pending'] for t in SPOUT_TASKS]}")
+
+        # -- the slow bolts speed up: every stream manager clears ------------------------------
+        t_flip = time.time()
         open(flag, "w").close()
-        t_flip = time.monotonic() - t0
-        run_until(t_flip + FAST_SECS, report_at=(t_flip + SETTLE, t_flip + FAST_SECS - 1.5))
-        fast_samples = samples[len(slow_samples):]
 
-        # -- memory: bounded, and not creeping up while the spouts are held back ------------------
-        peak = {}
-        for _, _, _, rss in samples:
-            for k, v in rss.items():
-                peak[k] = max(peak.get(k, 0), v)
-        print("peak RSS (MB):", {k[1]: round(v / 2**20, 1) for k, v in sorted(peak.items())})
-        assert len(peak) == 10, f"supervisor, tmaster, 2 stream managers and 6 instances, got {list(peak)}"
-        over = {k[1]: v for k, v in peak.items() if v > RSS_BOUND}
-        assert not over, f"processes above {RSS_BOUND >> 20} MB: {over}"
-        half = SLOW_SECS / 2
-        for key in peak:
-            first = max((s[3].get(key, 0) for s in slow_samples if 5.0 <= s[0] < half), default=0)
-            second = max((s[3].get(key, 0) for s in slow_samples if s[0] >= half), default=0)
-            assert second <= first + RSS_CREEP, \
-                f"{key[1]}: RSS grew from {first >> 20} MB to {second >> 20} MB under backpressure"
+        def cleared():
+            st = sample()
+            trans = transitions(home)
+            return all(not s.get("backpressure") for s in st["stmgrs"].values()) and all(
+                any(at > t_flip and kind == "clearing" for at, kind, _ in trans.get(c, [])) for c in on_seen)
+        wait_for(cleared, timeout=120, interval=0.5,
+                 what="every stream manager to log a clearing after the speed-up and report backpressure off")
 
-        # -- the slow phase: backpressure held, spouts paused most of the time --------------------
-        # a value was taken between the asking and the answer: the longest the time between
-        # two values can be is from the first asking to the second answer
-        (ta, _, bp_a, _), (_, tb, bp_b, rep_b) = reports[5.0], reports[SLOW_SECS - 8.0]
-        print("spout backpressure ms:", bp_a, "at", round(ta, 1), "->", bp_b, "at", round(tb, 1))
-        for t in SPOUT_TASKS:
-            assert bp_b[t] - bp_a[t] >= 0.5 * 1000 * (tb - ta), \
-                f"spout task {t} was paused {bp_b[t] - bp_a[t]} ms of at most {1000 * (tb - ta):.0f}"
-        assert any(bp[c][0] for _, _, bp, _ in slow_samples for c in bp), "no stream manager held backpressure"
-        last_slow_bp = slow_samples[-1][2]
-        assert all(secs > 0 for _, secs in last_slow_bp.values()), last_slow_bp
-        assert rep_b["components"]["spout"]["__fail-count"] == 0
-        # paused spouts stop producing: what is in flight is what the queues hold (about
-        # 60k tuples per slow task here), not the 35 s x tens of thousands per second
-        # that free-running spouts would have emitted
-        pending = {t: rep_b["tasks"][t]["__pending"] for t in SPOUT_TASKS}
-        print("spout pending at the end of the slow phase:", pending)
-        assert 0 < sum(pending.values()) <= MAX_IN_FLIGHT, pending
-
-        # -- throughput recovers -----------------------------------------------------------------
-        def rate(points, lo, hi):
-            pts = [(t, n) for t, n, _, _ in points if lo <= t <= hi]
-            return (pts[-1][1] - pts[0][1]) / (pts[-1][0] - pts[0][0])
-        slow_rate = rate(slow_samples, half, SLOW_SECS)
-        fast_rate = rate(fast_samples, t_flip + 3.0, t_flip + FAST_SECS)
-        print(f"sink rate: {slow_rate:.0f}/s slow, {fast_rate:.0f}/s after the speed-up")
-        assert slow_rate > 0, "the slow bolts made no progress at all"
-        # measured: 16-75x on 2 cores with light to heavy load from other processes; 4x once,
-        # with a load average of 26 on those 2 cores
-        assert fast_rate >= SPEEDUP * slow_rate, (slow_rate, fast_rate)
-
-        # -- backpressure clears: the spouts' time in backpressure stops growing -----------------
-        # (On an idle machine it stops exactly; when other processes starve the pipeline of
-        # CPU, short legitimate episodes remain, hence a fraction rather than zero.)
-        (tc, _, bp_c, _), (_, td, bp_d, _) = reports[t_flip + SETTLE], reports[t_flip + FAST_SECS - 1.5]
-        print("spout backpressure ms after the speed-up:", bp_c, "at", round(tc, 1), "->", bp_d, "at", round(td, 1))
-        for t in SPOUT_TASKS:
-            assert bp_d[t] - bp_c[t] <= CLEARED * 1000 * (td - tc), \
-                f"spout task {t} still paused {bp_d[t] - bp_c[t]} ms of {1000 * (td - tc):.0f} after the speed-up"
-
-        def held(points):
-            return sum(1 for _, _, bp, _ in points if any(on for on, _ in bp.values())) / len(points)
-        held_slow = held([p for p in slow_samples if p[0] >= half])
-        held_fast = held([p for p in fast_samples if p[0] >= t_flip + SETTLE])
-        print(f"samples with a stream manager in backpressure: {held_slow:.0%} slow, {held_fast:.0%} fast")
-        assert held_slow >= 0.5 and held_fast <= CLEARED, (held_slow, held_fast)
-        late = [p for p in fast_samples if p[0] >= t_flip + SETTLE]
-        for c in late[-1][2]:
-            grew = late[-1][2][c][1] - late[0][2][c][1]
-            assert grew <= CLEARED * (late[-1][0] - late[0][0]), f"stream manager {c}: {grew:.1f}s more backpressure"
-
-        # -- nothing is lost ---------------------------------------------------------------------
-        t_end = time.monotonic()
-        r = bittern("deactivate", NAME, check=True)
-        print(f"{r.stdout.strip()} in {time.monotonic() - t_end:.1f}s")
+        # -- nothing is lost -----------------------------------------------------------------
+        bittern("deactivate", NAME, check=True)
         emitted = {}
         for t in SPOUT_TASKS:
             path = os.path.join(out, f"emitted-{t}.json")
             emitted[t] = json.load(open(wait_for(lambda p=path: os.path.exists(p) and p, what=path)))
         expected = sorted(e["index"] + k * e["par"] for e in emitted.values() for k in range(e["emitted"]))
-        acks = LineCounter(out, "acks-")
-        wait_for(lambda: acks() >= len(expected), timeout=30, what=f"{len(expected)} acks")
-        wait_for(lambda: sink() >= len(expected), timeout=10, what=f"{len(expected)} numbers at the sink")
-        print(f"drained after {time.monotonic() - t_end:.1f}s")
+        acks, sink = LineCounter(out, "acks-"), LineCounter(out, "sink-")
+        wait_for(lambda: acks() >= len(expected), timeout=120, what=f"{len(expected)} acks")
+        wait_for(lambda: sink() >= len(expected), timeout=30, what=f"{len(expected)} numbers at the sink")
         assert numbers(out, "fails-") == [], "nothing may fail or time out"
         acked, got = sorted(numbers(out, "acks-")), sorted(numbers(out, "sink-"))
         if acked != expected:
@@ -230,12 +216,29 @@ def test_backpressure_bounds_memory_and_clears_when_the_bolt_speeds_up(bittern, 
         if got != acked:
             raise AssertionError("every acked number must reach the sink, once (no replays happened): "
                                  + describe_difference(acked, got))
-        st = client.request("status")
-        assert all(s["counters"]["dropped"] == 0 for s in st["stmgrs"].values()), st["stmgrs"]
-        print(f"emitted and acked {len(expected)} numbers; total {time.monotonic() - t0:.0f}s")
+        # drained: the next heartbeats report empty queues and no backpressure
+        final = wait_for(lambda: (lambda st: all(s.get("queued") == 0 and not s.get("backpressure")
+                                                  for s in st["stmgrs"].values()) and st)(sample()),
+                         timeout=30, what="empty queues and no backpressure after the drain")
+        assert all(s["counters"]["dropped"] == 0 for s in final["stmgrs"].values()), final["stmgrs"]
+
+        # -- the transitions: the state machine's contract, as logged --------------------------
+        trans = transitions(home)
+        assert set(trans) == {"0", "1"}, trans.keys()
+        for c, rows in trans.items():
+            kinds = [k for _, k, _ in rows]
+            assert kinds and kinds[0] == "starting" and all(x != y for x, y in zip(kinds, kinds[1:])), \
+                f"stream manager {c}: transitions do not alternate: {kinds}"
+            for at, kind, queued in rows:
+                if kind == "starting":
+                    assert max(queued.values()) >= HIGH, f"stream manager {c} started below {HIGH}: {queued}"
+                else:
+                    assert min(queued.values(), default=0) <= LOW, f"stream manager {c} cleared above {LOW}: {queued}"
+        over = {k: v for k, v in peak.items() if k[1] != "all" and v > QUEUE_BOUND}
+        assert not over, f"queues above {QUEUE_BOUND} bytes: {over}"
+        print(f"{len(expected)} numbers emitted, acked and sunk once; transitions per stream manager: "
+              f"{ {c: len(r) for c, r in trans.items()} }")
     finally:
         if client is not None:
             client.close()
-        t_kill = time.monotonic()
         bittern("kill", NAME, check=True)
-        print(f"kill took {time.monotonic() - t_kill:.1f}s")

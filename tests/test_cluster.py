@@ -119,7 +119,7 @@ def test_bad_input_wrong_token_name_in_use_and_code_that_fails_on_the_workers(cl
     assert "bittern_missing_dependency" in r.stderr, r.stderr
     rows = {x["name"]: x for x in json.loads(cluster.cli("list", "--json", check=True).stdout)}
     assert rows["broken"]["state"] == "FAILED"
-    time.sleep(3)
+    time.sleep(3)  # a negative check (not restarted): nothing to wait for but time
     assert not [p for p in processes_of(os.path.join(cluster.supervisors["a"].data, "run", "broken"))], \
         "a failed topology is not restarted"
     cluster.cli("kill", "broken", check=True)

@@ -90,6 +90,11 @@ def sink_total(out):
     return total
 
 
+def component_totals(bittern, name):
+    """``{component: {"emitted", "executed", ...}}`` as the topology master reports them."""
+    return bittern.json("metrics", name, "--json")["components"]
+
+
 def sink_pids(out):
     return {f: int(open(os.path.join(out, f)).read().split()[1])
             for f in os.listdir(out) if f.startswith("sink-") and f.endswith(".txt")}
@@ -117,18 +122,27 @@ def test_submit_list_deactivate_activate_kill(bittern, home, flow):
     assert "deactivated" in r.stdout
     assert bittern.json("list", "--json")[0]["state"] == "PAUSED"
     assert spout_log(flow).count("deactivate") == 1
+    # (deactivate answers once every instance reported after it: the spout's count is final)
+    emitted = component_totals(bittern, "flow")["spout"]["emitted"]
+    wait_for(lambda: component_totals(bittern, "flow")["sink"]["executed"] == emitted,
+             what=f"the sinks to execute all {emitted} tuples emitted before the deactivation")
+    wait_for(lambda: sink_total(flow) == emitted, what=f"the sinks' files to count {emitted}")
     c1 = calls(flow)
+    # A negative check: nothing to wait for but time. While it passes, the spout's process
+    # answers the metrics report below, so it was alive and not calling next_tuple.
     time.sleep(1.0)
     assert calls(flow) == c1, "next_tuple was called while deactivated"
-    settled = sink_total(flow)
-    time.sleep(0.6)
-    assert sink_total(flow) == settled
+    assert component_totals(bittern, "flow")["spout"]["emitted"] == emitted, "emitted while deactivated"
+    assert sink_total(flow) == emitted
 
     bittern("activate", "flow", check=True)
     assert bittern.json("list", "--json")[0]["state"] == "RUNNING"
-    assert spout_log(flow)[-2:].count("activate") >= 1 or "activate" in spout_log(flow)
+    # only the re-activation logs an "activate" after the "deactivate" (the start-up one is before it)
+    wait_for(lambda: "activate" in spout_log(flow)[spout_log(flow).index("deactivate"):],
+             what="the spout's activate() called after its deactivate()")
     wait_for(lambda: calls(flow) > c1 + 100, what="next_tuple calls after activate")
-    wait_for(lambda: sink_total(flow) > settled + 20, what="tuples after activate")
+    wait_for(lambda: sink_total(flow) > emitted + 20, what="tuples after activate")
+    assert component_totals(bittern, "flow")["spout"]["emitted"] > emitted
 
     r = bittern("kill", "flow", check=True)
     assert "killed" in r.stdout
@@ -144,9 +158,14 @@ def test_submit_deactivated_does_not_call_next_tuple(bittern, tmp_path):
     bittern("submit", FLOW, "--name", "paused", "--deactivated", "--config", f"test.out={out}", check=True)
     try:
         assert bittern.json("list", "--json")[0]["state"] == "PAUSED"
+        wait_for(lambda: any(ln.startswith("init ") for ln in spout_log(out)), what="the spout initialized")
+        wait_for(lambda: "all 3 tasks up" in open(os.path.join(bittern.home, "logs", "paused", "tmaster.log")).read(),
+                 what="every task up")
+        # a negative check: nothing to wait for but time (the spout is up and not called)
         time.sleep(1.0)
-        assert calls(out) == 0
+        assert calls(out) == 0 and "activate" not in spout_log(out), spout_log(out)
         bittern("activate", "paused", check=True)
+        wait_for(lambda: "activate" in spout_log(out), what="the spout's activate()")
         wait_for(lambda: calls(out) > 100, what="next_tuple after activate")
     finally:
         bittern("kill", "paused", check=True)
@@ -177,9 +196,11 @@ def test_kill_9_instance_and_stream_manager_are_recovered(bittern, flow):
     wait_for(lambda: sink_total(flow) > before + 100, timeout=30, what="tuples flowing after stmgr restart")
     # every sink still receives
     counts = {f: int(open(os.path.join(flow, f)).read().split()[0]) for f in sink_pids(flow)}
-    time.sleep(1.0)
-    counts2 = {f: int(open(os.path.join(flow, f)).read().split()[0]) for f in sink_pids(flow)}
-    assert all(counts2[f] > counts[f] for f in counts), (counts, counts2)
+
+    def all_grew():
+        now = {f: int(open(os.path.join(flow, f)).read().split()[0]) for f in sink_pids(flow)}
+        return all(now[f] > counts[f] for f in counts) and now
+    wait_for(all_grew, what=f"every sink receiving (counts were {counts})")
 
 
 def test_restart_container(bittern, flow):

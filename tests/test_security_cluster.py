@@ -349,10 +349,18 @@ def test_bytes_that_are_not_zmtp_are_counted_as_denied(sc):
         for p in payloads:
             raw_tcp(ep, p, timeout=0.5)
     unharmed(sc, "bytes that are not ZMTP")
-    time.sleep(1.0)  # the stream managers' counters reach the topology master with their heartbeats
-    doc = metrics(sc)
-    grew = {("tmaster" if where is None else f"stmgrs[{where}]"):
-            (None if base[where] is None else counter(doc, where, "denied") - base[where]) for where, _ in ports}
+    grew = {}
+
+    def counted():  # the stream managers' counters reach the topology master with their heartbeats
+        doc = metrics(sc)
+        grew.update({("tmaster" if where is None else f"stmgrs[{where}]"):
+                     (None if base[where] is None else counter(doc, where, "denied") - base[where])
+                     for where, _ in ports})
+        return all(g is None or g >= len(payloads) for g in grew.values())
+    try:
+        wait_for(counted, timeout=15, interval=0.3, what="the denied counters")
+    except AssertionError:
+        pass  # the assertion below says what grew
     print(f"non-ZMTP bytes, {len(payloads)} connections per port: denied grew by {grew}")
     assert all(g is None or g >= len(payloads) for g in grew.values()), \
         f"{len(payloads)} connections of non-ZMTP bytes per port; denied grew by {grew}"

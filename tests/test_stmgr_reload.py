@@ -355,8 +355,10 @@ def test_sighup_follows_a_moved_peer_and_refuses_a_new_packing(make_cluster):
     assert len(cl.log_lines(0, "now at")) == 1, "a refused plan changed connections"
     assert cl.procs[0].pid == pid0
     assert cl.log_lines(0, "ERROR") and not cl.log_lines(0, "Traceback")
-    time.sleep(1.2)  # a heartbeat after the last batch
     cl.read_tm()
+    hb = cl.tm.heartbeats.get(0, 0)  # the second heartbeat from now was sent after the last batch
+    wait_for(lambda: cl.read_tm() or cl.tm.heartbeats.get(0, 0) >= hb + 2, timeout=10,
+             what="two more heartbeats of container 0")
     assert cl.tm.counters[0]["dropped"] == 0 and cl.tm.counters[0]["malformed"] == 0
     codes = cl.close()
     assert codes == {0: 0, 1: 0}, f"the stream managers must stop cleanly on SIGTERM: {codes}"

@@ -119,6 +119,7 @@ class Cluster:
         self.inst = {}  # task -> (data DEALER, control DEALER)
         self.received = {}
         self.counters = {}  # container -> latest heartbeat counters
+        self.heartbeats = {}  # container -> heartbeats read
         self.registered = set()
 
     def start(self):
@@ -173,7 +174,16 @@ class Cluster:
                 self.registered.add(msg["task"])
             elif msg.get("op") == Op.HEARTBEAT:
                 self.counters[msg["container"]] = msg["counters"]
+                self.heartbeats[msg["container"]] = self.heartbeats.get(msg["container"], 0) + 1
         return False
+
+    def wait_heartbeats(self, containers=(0, 1)):
+        """Until each of ``containers`` sent two more heartbeats: the second was sent
+        after everything done before this call (their counters include it)."""
+        self.read_tm()
+        want = {c: self.heartbeats.get(c, 0) + 2 for c in containers}
+        wait_for(lambda: self.read_tm() or all(self.heartbeats.get(c, 0) >= n for c, n in want.items()),
+                 timeout=10, what=f"two more heartbeats of containers {list(containers)}")
 
     def counter(self, c, name):
         self.read_tm()
@@ -297,7 +307,7 @@ def test_curve_peers_exchange_data_and_strangers_are_denied(cluster_factory):
     cl.wait_counter(1, "denied", lambda n: n >= before + 2, "the clients without the right keys refused")
 
     sent += legit_round(cl, b"second")
-    time.sleep(1.2)  # a heartbeat after the last batch
+    cl.wait_heartbeats()  # a heartbeat after the last batch
     cl.collect()
     everything = [p for t in cl.received for _, p in cl.received[t]]
     assert not [p for p in everything if p.startswith(b"stolen")], "a stranger's batch was delivered"
@@ -367,7 +377,7 @@ def test_garbage_on_the_tcp_port_is_dropped_counted_and_harmless(cluster_factory
     cl.wait_received(2, [b"during-flood-%d" % i for i in range(0, 3000, 500)])
     sent += 6
     cl.wait_counter(1, "malformed", lambda n: n >= expected, "the flood counted", timeout=20)
-    time.sleep(1.2)  # a heartbeat after the last message
+    cl.wait_heartbeats((1,))  # a heartbeat after the last message: nothing counted twice
     assert cl.counter(1, "malformed") == expected, "each malformed message counted exactly once"
 
     # not even ZeroMQ: raw bytes on the port. libzmq takes what does not start like a
@@ -377,7 +387,7 @@ def test_garbage_on_the_tcp_port_is_dropped_counted_and_harmless(cluster_factory
         with socket.create_connection(("127.0.0.1", int(tcp1.rsplit(":", 1)[1]))) as raw:
             raw.sendall(junk(2048))
     sent += legit_round(cl, b"third")
-    time.sleep(1.2)
+    cl.wait_heartbeats()  # a heartbeat after the last batch
     cl.collect()
     assert cl.counter(1, "malformed") >= expected
     assert cl.counter(0, "malformed") == 0 and cl.counter(0, "dropped") == 0 and cl.counter(1, "dropped") == 0
