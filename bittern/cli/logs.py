@@ -56,9 +56,24 @@ def no_match(name, component, task, available):
 
 
 def tail(path, n):
-    with open(path, errors="replace") as f:
-        lines = f.readlines()
-    return lines[-n:] if n else lines
+    """``(lines, end)``: the last ``n`` lines of ``path`` (all with ``n`` 0) and the byte
+    offset they end at, read in one go, so that following from ``end`` misses nothing."""
+    with open(path, "rb") as f:
+        data = f.read()
+    lines = data.decode(errors="replace").splitlines(keepends=True)
+    return (lines[-n:] if n else lines), len(data)
+
+
+def read_new(path, pos):
+    """``(text, new position)``: what ``path`` gained since byte ``pos`` (from its start
+    again if it shrank: truncated or replaced); a line still being written waits."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size < pos:
+            pos = 0
+        f.seek(pos)
+        data = f.read()
+    cut = data.rfind(b"\n") + 1
+    return data[:cut].decode(errors="replace"), pos + cut
 
 
 def main(args, state, home):
@@ -69,20 +84,19 @@ def main(args, state, home):
         raise BitternError(f"no logs for topology {args.name!r} under {ldir}")
     if not files:
         raise no_match(args.name, component, task, os.listdir(ldir))
+    pos = {}
     for path in files:
         if len(files) > 1:
             print(f"==> {os.path.basename(path)} <==")
-        sys.stdout.writelines(tail(path, args.lines))
+        lines, pos[path] = tail(path, args.lines)
+        sys.stdout.writelines(lines)
     if args.follow:
-        pos = {p: os.path.getsize(p) for p in files}
+        sys.stdout.flush()
         try:
             while True:
                 time.sleep(0.5)
                 for p in files:
-                    with open(p, errors="replace") as f:
-                        f.seek(pos[p])
-                        data = f.read()
-                        pos[p] = f.tell()
+                    data, pos[p] = read_new(p, pos[p])
                     if data:
                         sys.stdout.write(data)
                         sys.stdout.flush()
