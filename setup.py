@@ -8,7 +8,8 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["bittern", "bittern.*", "nimbus", "nimbus.*", "supervisor",
                                     "supervisor.*", "instance", "instance.*", "streammgr", "streammgr.*"]),
-    package_data={"bittern": ["defaults.toml"]},
+    package_data={"bittern": ["defaults.toml", "webui/static/*.js", "webui/static/*.css",  # the web UI (vendored:
+                              "webui/static/vendor/*"]},  # scripts/vendor_webui.sh)
     install_requires=[
         "pyzmq>=25",  # the transport: ipc:// inside a container, tcp:// between them
         "msgpack>=1.0",  # frames and tuple values, safe to decode from the network
@@ -30,7 +31,9 @@ setup(
         "heron": ["protobuf>=3.20,<4", "cloudpickle>=2.2,<4"],  # + pip install --no-deps heronpy==0.20.5 (docs/COMPAT.md)
         "flux": ["pyyaml>=6"],  # Storm Flux .yaml topologies (bittern/compat/flux.py)
         # hypothesis: the security suite fuzzes every port with generated messages
-        "dev": ["pytest>=8", "pytest-timeout>=2", "pytest-xdist>=3.5", "hypothesis>=6", "kazoo>=2.9", "pynacl>=1.5", "prometheus_client>=0.17", "rocksdict>=0.3.25,<0.4", "pyyaml>=6"],
+        "dev": ["pytest>=8", "pytest-timeout>=2", "pytest-xdist>=3.5", "hypothesis>=6", "kazoo>=2.9", "pynacl>=1.5", "prometheus_client>=0.17", "rocksdict>=0.3.25,<0.4", "pyyaml>=6",
+                # the web UI's browser tests drive Debian's chromium (scripts/setup.sh); never `playwright install`
+                "playwright>=1.40"],
     },
     entry_points={"console_scripts": ["bittern=bittern.cli.main:main"],
                   # the bittern_run fixture (bittern/testing/pytest_plugin.py); named as its module, so

@@ -604,9 +604,20 @@ class Handler(SafeHandler):
     def authorize(self):
         if self.server.insecure or path_segments(self.path) == ["healthz"]:
             return
+        if getattr(self.server, "webui", None) is not None and path_segments(self.path)[:1] == ["ui"]:
+            return  # the web UI's pages check the token themselves (bittern/webui: no data without it)
         require_token(self.headers, self.server.token)
 
     def respond(self, body):
+        webui, actions = getattr(self.server, "webui", None), getattr(self.server, "actions", None)
+        page = webui.handle(self.command, self.path, self.headers) if webui is not None else None
+        if page is not None:
+            write_answer(self, *page[:3], page[3])
+            return
+        done = actions.handle(self.command, self.path, body) if actions is not None else None
+        if done is not None:  # bittern serve --allow-actions (bittern/webui/actions.py)
+            write_answer(self, *done)
+            return
         status, ctype, data = self.server.api.handle(self.command, self.path, self.headers.get("Accept"))
         write_answer(self, status, ctype, data, [("Allow", "GET, HEAD")] if status == 405 else ())
 

@@ -24,6 +24,7 @@ from bittern import __version__, archive, auth
 from bittern import httpapi
 from bittern.httpapi import JSON_TYPE, Api, dump_json, write_answer
 from bittern.httpsafe import Reject, SafeHandler, check_name, parse_json, path_segments, require_token
+from bittern.webui import for_nimbus
 
 from . import health, savepoints
 from .daemon import ApiError
@@ -41,6 +42,7 @@ class NimbusApi:
     def __init__(self, nimbus):
         self.nimbus = nimbus
         self.reads = Api(nimbus.source, lock=threading.RLock())
+        self.webui = for_nimbus(self, lambda: health.unreachable(nimbus.state) or "connected")  # /ui/ pages
 
     def handle(self, method, target, headers, body):
         """``(status, content type, bytes, extra headers)``; never raises."""
@@ -266,6 +268,8 @@ class Handler(SafeHandler):
         return self.command == "POST" and path_segments(self.path) == ["api", "v1", "topologies"]
 
     def authorize(self):
+        if path_segments(self.path)[:1] == ["ui"]:
+            return  # the web UI's pages check the token themselves (bittern/webui: no data without it)
         if path_segments(self.path) != ["healthz"]:
             require_token(self.headers, self.server.api.nimbus.token)
 
@@ -276,6 +280,10 @@ class Handler(SafeHandler):
         return self._submission()
 
     def respond(self, body):
+        page = self.server.api.webui.handle(self.command, self.path, self.headers)
+        if page is not None:
+            write_answer(self, *page[:3], page[3])
+            return
         status, ctype, data, extra = self.server.api.handle(self.command, self.path, self.headers, body)
         write_answer(self, status, ctype, data, extra.items())
 

@@ -28,6 +28,10 @@ if ! scripts/zookeeper.sh install; then
     echo "setup: warning: ZooKeeper is missing; the cluster-mode tests will fail" >&2
 fi
 
+# Chromium (Debian's) and its driver: the web UI's browser tests (tests/test_webui.py, Playwright
+# against /usr/bin/chromium; no browser is downloaded).
+command -v chromium >/dev/null 2>&1 || apt_install "the web UI is tested in headless Chromium" chromium chromium-driver
+
 # Java 17+ for PySpark (bittern[spark]: the SparkSpout and its tests start a local JVM).
 java_major() {
     java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1

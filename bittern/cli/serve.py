@@ -38,6 +38,9 @@ def add_parser(sub):
                    help="allow a non-loopback --host (plain HTTP: the token crosses the network in clear)")
     p.add_argument("--insecure", action="store_true",
                    help="serve without a token: any local user can read every topology's plan, config and errors")
+    p.add_argument("--allow-actions", action="store_true",
+                   help="take activate, deactivate, kill and rebalance (POST/DELETE, with the token: the web UI's "
+                        "buttons); without it the API and the web UI are read-only")
     p.add_argument("--timeout", type=float, default=None, metavar="SECS",
                    help=f"seconds a client may stay idle or take per read (a whole request: twice that; "
                         f"default ${{BITTERN_HTTP_TIMEOUT}} or {IDLE_SECS:g})")
@@ -54,6 +57,9 @@ def main(args, state, home):
         raise BitternError(f"--port must be 0-65535, got {args.port}")
     if args.timeout is not None and not 0.1 <= args.timeout <= MAX_TIMEOUT_SECS:
         raise BitternError(f"--timeout must be from 0.1 to {MAX_TIMEOUT_SECS:g} seconds, got {args.timeout:g}")
+    if args.allow_actions and args.insecure:
+        raise BitternError("--allow-actions needs the token: it cannot be combined with --insecure (anyone could "
+                           "then kill or rebalance every topology)")
     token, token_file = None, os.path.join(home, auth.TOKEN_FILE)
     if args.insecure:
         print(INSECURE_WARNING, file=sys.stderr, flush=True)
@@ -70,6 +76,7 @@ def main(args, state, home):
     except BitternError:
         source.close()
         raise
+    mount_webui(server, source, state, home, token, args)
     stop = threading.Event()
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.2},
@@ -77,7 +84,8 @@ def main(args, state, home):
     thread.start()
     access = ("NO AUTHENTICATION (--insecure): any local user can read every topology's plan, config and errors"
               if args.insecure else f"token in {token_file}: send Authorization: Bearer TOKEN")
-    print(f"bittern API at {server.url}api/v1/topologies, Prometheus at {server.url}metrics "
+    print(f"bittern API at {server.url}api/v1/topologies, Prometheus at {server.url}metrics, web UI at "
+          f"{server.url}ui/ ({'actions allowed' if args.allow_actions else 'read-only'}) "
           f"(state {home}; {access}; Ctrl-C stops)", flush=True)
     if prometheus_client is None:
         print("note: prometheus_client is not installed, /metrics answers 501 "
@@ -97,3 +105,21 @@ def main(args, state, home):
             signal.signal(s, h)
     print("bittern API stopped", flush=True)
     return 0
+
+
+def mount_webui(server, source, state, home, token, args):
+    """The web UI under /ui/ (bittern/webui), and the actions with --allow-actions."""
+    from ..webui import LocalLogs, WebUI
+    from ..webui.actions import LocalActions
+
+    def read(target):
+        status, _, body = server.api.handle("GET", target)
+        return status, body
+
+    def drop(name):
+        with server.api.lock:
+            source.drop(name)
+
+    server.actions = LocalActions(state, home, drop=drop) if args.allow_actions else None
+    server.webui = WebUI(read, lambda: token, insecure=args.insecure, mode="local",
+                         actions=args.allow_actions, logs=LocalLogs(home))
