@@ -176,11 +176,14 @@ def timeout_from_env(env=None):
 
 
 def write_answer(handler, status, ctype, body, headers=()):
-    """Send one complete answer (no caching; the body left out for HEAD)."""
+    """Send one complete answer (the body left out for HEAD): not to be cached, unless
+    ``headers`` say otherwise (the web UI's static files, whose URLs change with them)."""
+    headers = list(headers)
     handler.send_response(status)
     handler.send_header("Content-Type", ctype)
     handler.send_header("Content-Length", str(len(body)))
-    handler.send_header("Cache-Control", "no-store")
+    if not any(k.lower() == "cache-control" for k, _ in headers):
+        handler.send_header("Cache-Control", "no-store")
     for k, v in headers:
         handler.send_header(k, v)
     handler.end_headers()

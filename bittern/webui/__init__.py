@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
 import json
 import os
@@ -39,6 +40,8 @@ from ..httpsafe import Reject, check_name, path_segments
 from . import render
 
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
+# static files are named with their digest (?v=TAG): cached for good, refetched when changed
+STATIC_CACHE = "public, max-age=31536000, immutable"
 HTML_TYPE = "text/html; charset=utf-8"
 TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8",
          ".json": "application/json; charset=utf-8", ".txt": "text/plain; charset=utf-8"}
@@ -66,6 +69,17 @@ def static_files(root=STATIC_DIR):
             if ext in TYPES:
                 out[os.path.relpath(os.path.join(d, f), root).replace(os.sep, "/")] = TYPES[ext]
     return out
+
+
+def static_tag(files, root=STATIC_DIR):
+    """A short digest of every static file: their URLs carry it (``?v=TAG``), so a browser
+    may cache them for good and still gets the new ones after an upgrade."""
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        h.update(rel.encode())
+        with open(os.path.join(root, rel), "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:12]
 
 
 def basic_password(header):
@@ -112,6 +126,7 @@ class WebUI:
         self.read, self.token, self.insecure = read, token, insecure
         self.mode, self.actions, self.logs, self.cluster_doc = mode, actions, logs, cluster
         self.files = static_files()
+        self.tag = static_tag(self.files)
         self._cache = {}
 
     # -- entry point --------------------------------------------------------------------------
@@ -134,7 +149,8 @@ class WebUI:
                                                        ctx=self.ctx(True)))
 
     def ctx(self, signed_in):
-        return {"mode": self.mode, "signed_in": signed_in, "actions": self.actions, "version": __version__}
+        return {"mode": self.mode, "signed_in": signed_in, "actions": self.actions, "version": __version__,
+                "static": self.tag}
 
     def answer(self, status, text, ctype=HTML_TYPE, extra=()):
         return status, ctype, text.encode("utf-8") if isinstance(text, str) else text, \
@@ -157,7 +173,7 @@ class WebUI:
         if data is None:
             with open(os.path.join(STATIC_DIR, rel), "rb") as f:
                 data = self._cache[rel] = f.read()
-        return 200, ctype, data, SECURITY_HEADERS
+        return 200, ctype, data, SECURITY_HEADERS + [("Cache-Control", STATIC_CACHE)]
 
     def login(self, signed_in, query):
         if signed_in:

@@ -113,14 +113,15 @@ def page(title, body, *, ctx, crumbs=(), data=None):
         nav.append(link("/ui/cluster", "Cluster"))
     trail = " / ".join(link(h, t) if h else e(t) for h, t in crumbs)
     signin = signin_box(ctx)
+    v = f"?v={e(ctx['static'])}" if ctx.get("static") else ""
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{e(title)} - Bittern</title>"
-            '<link rel="stylesheet" href="/ui/static/vendor/uPlot.min.css">'
-            '<link rel="stylesheet" href="/ui/static/app.css">'
-            '<script src="/ui/static/vendor/dagre.min.js" defer></script>'
-            '<script src="/ui/static/vendor/uPlot.iife.min.js" defer></script>'
-            '<script src="/ui/static/app.js" defer></script>'
+            f'<link rel="stylesheet" href="/ui/static/vendor/uPlot.min.css{v}">'
+            f'<link rel="stylesheet" href="/ui/static/app.css{v}">'
+            f'<script src="/ui/static/vendor/dagre.min.js{v}" defer></script>'
+            f'<script src="/ui/static/vendor/uPlot.iife.min.js{v}" defer></script>'
+            f'<script src="/ui/static/app.js{v}" defer></script>'
             f"</head><body {battrs}>"
             '<a class="skip" href="#live">Skip to content</a>'
             f'<header><nav aria-label="main"><strong>Bittern</strong> {" | ".join(nav)}</nav>'
