@@ -96,6 +96,9 @@ def importing(path):
     if api is None:
         yield
         return
+    if "heronpy.streamlet" in sys.modules or _mentions(path, "heronpy.streamlet"):
+        from . import streamlet
+        streamlet.install()  # what heronpy 0.20.5 refuses while a Streamlet file runs
     handed = _HANDED.setdefault(os.path.abspath(path), [])
 
     def submit(self):
@@ -120,6 +123,14 @@ def _heron_api(path):
         return importlib.import_module("heronpy.api.topology")
     except Exception:  # noqa: BLE001 - not installed or broken: the file's own import reports it
         return None
+
+
+def _mentions(path, text):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return text in f.read()
+    except OSError:
+        return False
 
 
 @contextlib.contextmanager
@@ -259,6 +270,10 @@ def translate(name, specs, config, where):
     topo_conf = dict(HERON_DEFAULTS)
     topo_conf.update(translate_config(config, f"{where} config"))
     topo_conf.pop(PARALLELISM_KEY, None)  # Heron's per-component default; each spec sets its own
+    if any(streamlet_spec(spec) for spec in specs):
+        # heronpy's Streamlet API: elements are any Python value (KeyedWindow, tuples), as
+        # Heron's Python serializer carries them
+        topo_conf.setdefault("topology.serializer", "pickle")
     out = []
     for spec in specs:
         cname = getattr(spec, "name", None)
@@ -281,7 +296,11 @@ def _component(spec, cname):
     par = conf.pop(PARALLELISM_KEY, spec.parallelism)
     if isinstance(par, str) and par.strip().isdigit():
         par = int(par)
-    conf[CLASS_KEY] = resolve_class(spec.python_class_path, kind, cname)
+    host, class_path = None, spec.python_class_path
+    if streamlet_spec(spec):  # heronpy's Streamlet API (bittern/compat/streamlet.py)
+        from . import streamlet
+        host, class_path = streamlet.component_class(class_path, conf, cname)
+    conf[CLASS_KEY] = resolve_class(class_path, kind, cname)
     outputs = translate_outputs(spec.outputs, cname)
     inputs = translate_inputs(spec.inputs, cname) if kind == "bolt" else None
     if kind == "spout" and not outputs:
@@ -289,10 +308,14 @@ def _component(spec, cname):
                             "(outputs = [...] on its class)")
     if kind == "bolt" and not inputs:
         raise TopologyError(f"component {cname!r}: a heronpy bolt needs at least one input")
-    bspec = ComponentSpec(HeronSpout if kind == "spout" else HeronBolt, kind, name=cname, par=par,
+    bspec = ComponentSpec(host or (HeronSpout if kind == "spout" else HeronBolt), kind, name=cname, par=par,
                           inputs=inputs, config=conf)
     bspec.optional_outputs = outputs
     return bspec
+
+
+def streamlet_spec(spec):
+    return str(getattr(spec, "python_class_path", "")).startswith("heronpy.streamlet.")
 
 
 def translate_config(raw, where):
@@ -432,6 +455,11 @@ def _custom(blob, where):
         obj = pickle.loads(blob)
     except Exception as e:  # noqa: BLE001 - user code, reported with its cause
         raise TopologyError(f"{where}: cannot load the custom grouping: {type(e).__name__}: {e}") from None
+    if (obj if isinstance(obj, str) else type(obj).__module__).startswith("heronpy.streamlet."):
+        from . import streamlet  # heronpy's Streamlet groupings: keyed by a stable hash, repartition
+        replaced = streamlet.grouping(obj, where)
+        if replaced is not None:
+            return replaced
     if isinstance(obj, str):
         return Grouping.custom(obj)
     if not callable(getattr(obj, "choose_tasks", None)):
