@@ -7,6 +7,7 @@ file resolves to the same ``module:qualname`` everywhere.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import sys
@@ -34,6 +35,90 @@ def code_paths(path):
     return paths
 
 
+# Packages a build system put a source tree under: Heron's pex files held its tree under
+# ``heron/``, so Heron's examples import ``heron.examples.src.python...`` as well as
+# ``examples.src.python...`` (the same modules, run from the tree's root).
+TREE_PREFIXES = ("heron",)
+
+
+def package_roots(path):
+    """``(roots, prefixes)``: the directories a topology file's own absolute imports
+    start from (its package tree's root), found from those imports: ``import a.b.c`` in
+    ``ROOT/a/b/x.py`` gives ``ROOT``; ``prefixes`` are the :data:`TREE_PREFIXES` the file
+    puts in front of its own package (``heron.a.b...``) where no directory says so.
+    Nothing when the file imports nothing of its own tree that way (or does not parse:
+    importing it reports that)."""
+    import ast
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return [], []
+    here = os.path.dirname(os.path.abspath(path)).split(os.sep)
+    names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    names += [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0 and n.module]
+    roots, prefixes = [], []
+    for name in names:
+        parts = name.split(".")
+        for skip in ((0, 1) if parts[0] in TREE_PREFIXES else (0,)):
+            j = next((j for j in range(min(len(parts) - skip, len(here) - 1), 0, -1)
+                      if here[-j:] == parts[skip:skip + j]), 0)
+            if j:
+                root = os.sep.join(here[:-j]) or os.sep
+                if root not in roots:
+                    roots.append(root)
+                if skip and parts[0] not in prefixes:
+                    prefixes.append(parts[0])
+                break
+    return roots, prefixes
+
+
+class _TreeAlias:
+    """A meta path finder that makes ``PREFIX.top...`` the very modules ``top...`` of a
+    package tree (one module, one class, whichever name imported it)."""
+
+    def __init__(self, prefix, tops):
+        self.prefix, self.tops = prefix, set(tops)
+
+    def find_spec(self, fullname, path=None, target=None):
+        head, _, rest = fullname.partition(".")
+        if head != self.prefix:
+            return None
+        if not rest:  # the prefix itself, when nothing else provides it: an empty package
+            if importlib.machinery.PathFinder.find_spec(fullname) is not None:
+                return None
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        if rest.split(".")[0] not in self.tops:
+            return None
+        real = importlib.import_module(rest)
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=hasattr(real, "__path__"))
+
+    def create_module(self, spec):
+        rest = spec.name.partition(".")[2]
+        return sys.modules[rest] if rest else None
+
+    def exec_module(self, module):
+        """(an aliased module ran already; the bare prefix is empty)"""
+
+
+def add_package_roots(path):
+    """Put the file's package tree roots (:func:`package_roots`) on ``sys.path``, after
+    everything else (a source tree must not shadow what is installed: Heron's holds an
+    unbuilt ``heronpy``), and alias the prefixed names it imports its own tree by."""
+    roots, prefixes = package_roots(path)
+    for root in roots:
+        if root not in sys.path:
+            sys.path.append(root)
+    if not prefixes:
+        return
+    top = os.path.relpath(os.path.abspath(path), roots[0]).split(os.sep)[0]
+    for prefix in prefixes:
+        if any(os.path.isdir(os.path.join(r, prefix, top)) for r in roots):
+            continue  # a real package there (a tree checked out as heron/): nothing to alias
+        if not any(isinstance(f, _TreeAlias) and f.prefix == prefix and top in f.tops for f in sys.meta_path):
+            sys.meta_path.insert(0, _TreeAlias(prefix, [top]))
+
+
 def import_file(path, module_name=MODULE_NAME, sys_path=None):
     """Execute the file as module ``module_name``; user errors become a TopologyError
     that carries the user's traceback."""
@@ -45,6 +130,7 @@ def import_file(path, module_name=MODULE_NAME, sys_path=None):
     for p in reversed(sys_path or code_paths(path)):
         if p not in sys.path:
             sys.path.insert(0, p)
+    add_package_roots(path)
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise TopologyError(f"topology file {path!r} cannot be imported (is it a .py file, or a Flux "

@@ -19,15 +19,24 @@ to ``initialize`` is the task's live config, so a bolt that sets
 stateful component's ``init_state``/``pre_save`` are forwarded with a heronpy-shaped
 ``State`` (``put``/``get``/``enumerate``/``clear``, and ``state[key]`` as heronpy's window
 bolts use it).
+
+heronpy's task hooks (``context.add_task_hook``, and ``topology.auto.task.hooks``) are
+called at Heron's points (:mod:`bittern.compat.heron_hooks`); only a component that
+added one pays for them: its ``emit``/``ack``/``fail``/``process`` are wrapped then.
+heronpy's ``global_metrics`` (``safe_incr``), when the component's code imported it,
+is reported as the task's ``__auto__`` metric, as Heron registers it.
 """
 from __future__ import annotations
 
 import logging
+import sys
 from collections import namedtuple
 
 from ..api.component import Bolt, Spout
 from ..api.topology import import_path
+from ..config import ATLEAST_ONCE
 from ..errors import TopologyError
+from . import heron_hooks
 
 CLASS_KEY = "heronpy.class"
 LEVELS = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO, "warn": logging.WARNING,
@@ -47,8 +56,9 @@ class HeronContext:
     ``get_task_id``/``get_component_id``/``get_topology_name``/``get_cluster_config``/
     ``get_component_tasks``/``register_metric``; anything else is looked up there)."""
 
-    def __init__(self, ctx):
+    def __init__(self, ctx, host=None):
         self._ctx = ctx
+        self._host = host
 
     def __getattr__(self, name):
         return getattr(self._ctx, name)
@@ -71,8 +81,11 @@ class HeronContext:
         return self._ctx.register_metric(name, metric, time_bucket_in_sec)
 
     def add_task_hook(self, task_hook):
-        raise NotImplementedError(f"component {self._ctx.component!r}: heronpy task hooks (add_task_hook) "
-                                  "are not supported by Bittern")
+        """Heron's: ``task_hook`` (an ``ITaskHook``) is called at this task's emits, acks,
+        fails and executes from now on (its ``prepare`` after ``initialize``)."""
+        if self._host is None:
+            raise RuntimeError(f"component {self._ctx.component!r}: add_task_hook() outside a running task")
+        self._host.add_task_hook(task_hook)
 
     def __repr__(self):
         return f"<heronpy context of {self._ctx!r}>"
@@ -114,6 +127,9 @@ class HeronState:
     def __getattr__(self, name):
         return getattr(self._state, name)
 
+    def __str__(self):  # heronpy's HashMapState prints as its dict (Heron's examples log it)
+        return str(dict(self._state.items()))
+
 
 def user_class(config, kind):
     """The heronpy class named by the component's config."""
@@ -129,6 +145,9 @@ class _HeronHost:
     ``log``, state and close forwarding."""
 
     heron = None
+    hooks = None  # heron_hooks.TaskHooks once a hook is added
+    _hooked = False  # the wrappers are in place
+    _ready = False  # initialize returned
 
     def _start(self, config, context, kind):
         cls = user_class(config, kind)
@@ -137,8 +156,35 @@ class _HeronHost:
             self.init_state = lambda state: obj.init_state(HeronState(state))
             if callable(getattr(obj, "pre_save", None)):
                 self.pre_save = obj.pre_save
-        obj.initialize(config, HeronContext(context))
+        self._task_context, self.heron_context = context, HeronContext(context, self)
+        hctx = self.heron_context
+        auto = config.get(heron_hooks.AUTO_HOOKS_KEY)
+        if auto:  # as Heron's context does, before initialize
+            for hook in heron_hooks.auto_hooks(auto, context.component, import_path):
+                self.add_task_hook(hook)
+        obj.initialize(config, hctx)
+        gm = sys.modules.get("heronpy.api.global_metrics")
+        if gm is not None:  # Heron registers it for every task (global_metrics.init)
+            context.register_metric(gm.root_name, gm.metricsContainer)
         return obj
+
+    def _ready_hooks(self):
+        """After initialize: wrap what the hooks watch, then their ``prepare``."""
+        self._ready = True
+        if self.hooks:
+            self._hook_up()
+            self.hooks.prepare(self.heron_context.get_cluster_config(), self.heron_context)
+
+    def add_task_hook(self, hook):
+        if self.hooks is None:
+            ctx = self._task_context
+            self.hooks = heron_hooks.TaskHooks(ctx.get_task_id(), ctx.get_component_id())
+        self.hooks.add(hook)
+        if self._ready:  # added after initialize (never prepared, as in Heron)
+            self._hook_up()
+
+    def _hook_up(self):
+        raise NotImplementedError
 
     def log(self, message, level=None):
         """heronpy's ``delegate.log``: levels trace (=debug), debug, info, warn, error."""
@@ -146,6 +192,8 @@ class _HeronHost:
         self.logger.log(lvl, message)
 
     def close(self):
+        if self.hooks:
+            self.hooks.clean_up()
         hook = getattr(self.heron, "close", None) or getattr(self.heron, "cleanup", None)
         if callable(hook):
             hook()
@@ -162,6 +210,17 @@ class HeronSpout(_HeronHost, Spout):
         self.next_tuple = obj.next_tuple
         self.ack, self.fail = obj.ack, obj.fail
         self.activate, self.deactivate = obj.activate, obj.deactivate
+        self._ready_hooks()
+
+    def _hook_up(self):
+        if self._hooked:
+            return
+        self._hooked = True
+        h, obj = self.hooks, self.heron
+        track = self.config.get("topology.reliability.mode") == ATLEAST_ONCE
+        self.emit = heron_hooks.spout_emit(self.emit, h, track)
+        self.ack = heron_hooks.spout_outcome(obj.ack, h.spout_ack)
+        self.fail = heron_hooks.spout_outcome(obj.fail, h.spout_fail)
 
 
 class HeronBolt(_HeronHost, Bolt):
@@ -177,6 +236,17 @@ class HeronBolt(_HeronHost, Bolt):
     def initialize(self, config, context):
         obj = self._start(config, context, "bolt")
         self.process, self.process_tick = obj.process, obj.process_tick
+        self._ready_hooks()
+
+    def _hook_up(self):
+        if self._hooked:
+            return
+        self._hooked = True
+        h, times = self.hooks, heron_hooks.ReceiptTimes()
+        self.process = heron_hooks.bolt_process(self.heron.process, h, times)
+        self.ack = heron_hooks.bolt_outcome(self.ack, h.bolt_ack, times)
+        self.fail = heron_hooks.bolt_outcome(self.fail, h.bolt_fail, times)
+        self.emit = heron_hooks.bolt_emit(self.emit, h)
 
 
 __all__ = ["CLASS_KEY", "HeronBolt", "HeronContext", "HeronSpout", "HeronState", "StreamId"]

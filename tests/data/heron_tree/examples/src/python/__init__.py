@@ -1,0 +1,1 @@
+"""Example topologies in Heron's layout (Bittern's tests)."""
