@@ -85,6 +85,8 @@ Rows (pick with ``--only``, comma-separated, a prefix matches: ``amo``, ``bitter
   every process (the bolts there are trivial bolts).
 * ``--spark`` (instead of the above): Parquet rows/s through a SparkSpout next to a
   plain PySpark ``toLocalIterator`` loop (scripts/benchkit/spark.py).
+* ``--sinks`` (instead of the above): ParquetSink rows/s (plain and partitioned by day)
+  next to FileSink, each sink alone through the exactly-once protocol (scripts/benchkit/sinks.py).
 * with ``--peers``: ``plain`` (one Python process, the floor), ``zmq`` (three
   pyzmq processes, msgpack batches of 100: the transport ceiling) and ``bytewax``
   (stateful_map), and ``bytewax-window`` (p3_bytewax_window.py: the windowed word
@@ -196,8 +198,22 @@ def main(argv=None):
                          "PySpark toLocalIterator loop (scripts/benchkit/spark.py)")
     ap.add_argument("--spark-rows", type=int, default=None,
                     help="rows of the --spark dataset (default 1000000; 100000 with --quick)")
+    ap.add_argument("--sinks", action="store_true",
+                    help="instead: rows/s of ParquetSink next to FileSink, the sinks alone (scripts/benchkit/sinks.py)")
+    ap.add_argument("--sink-rows", type=int, default=None,
+                    help="rows per --sinks run (default 300000; 50000 with --quick)")
+    ap.add_argument("--sink-ckpt-rows", type=int, default=None,
+                    help="rows per checkpoint in the --sinks runs (default: a tenth of --sink-rows)")
+    ap.add_argument("--webui", action="store_true",
+                    help="instead: the web UI's page render times with a 100-task topology (scripts/benchkit/webui.py)")
     a = ap.parse_args(argv)
     a.runs = a.runs or (1 if a.quick else 3)
+    if a.webui:
+        from benchkit import webui
+        return webui.main(a)
+    if a.sinks:
+        from benchkit import sinks
+        return sinks.main(a)
     if a.spark:
         from benchkit import spark
         os.makedirs(WORK, exist_ok=True)
