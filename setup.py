@@ -27,11 +27,14 @@ setup(
         # SparkSpout (bittern.spark): pyspark 4 and a Java 17 (scripts/setup.sh checks it);
         # pyarrow reads Parquet/ORC schemas at submit time without a JVM
         "spark": ["pyspark>=4.0,<5", "pandas<3", "pyarrow>=14"],
+        # spout.spark.master = sc://HOST:PORT or spark://HOST:PORT: the Spark Connect client (gRPC)
+        "spark-connect": ["pyspark[connect]>=4.0,<5", "pandas<3", "pyarrow>=14"],
+        "parquet": ["pyarrow>=14"],  # ParquetSink (bittern/sinks/parquet.py): no JVM
         "streamparse": ["streamparse>=5,<6"],
         "heron": ["protobuf>=3.20,<4", "cloudpickle>=2.2,<4"],  # + pip install --no-deps heronpy==0.20.5 (docs/COMPAT.md)
         "flux": ["pyyaml>=6"],  # Storm Flux .yaml topologies (bittern/compat/flux.py)
         # hypothesis: the security suite fuzzes every port with generated messages
-        "dev": ["pytest>=8", "pytest-timeout>=2", "pytest-xdist>=3.5", "hypothesis>=6", "kazoo>=2.9", "pynacl>=1.5", "prometheus_client>=0.17", "rocksdict>=0.3.25,<0.4", "pyyaml>=6",
+        "dev": ["pytest>=8", "pytest-timeout>=2", "pytest-xdist>=3.5", "hypothesis>=6", "kazoo>=2.9", "pynacl>=1.5", "prometheus_client>=0.17", "rocksdict>=0.3.25,<0.4", "pyyaml>=6", "pyarrow>=14",
                 # the web UI's browser tests drive Debian's chromium (scripts/setup.sh); never `playwright install`
                 "playwright>=1.40"],
     },

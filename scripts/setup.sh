@@ -57,7 +57,7 @@ fi
 # Reinstall only when setup.py changed since the last successful install.
 stamp=.venv/.bittern-installed
 if [ ! -f "$stamp" ] || [ setup.py -nt "$stamp" ]; then
-    echo "setup: installing bittern[dev,spark] into .venv (pyspark is ~460 MB: the first time takes a minute)" >&2
-    .venv/bin/pip install --disable-pip-version-check -q -e ".[dev,spark]"
+    echo "setup: installing bittern[dev,spark,spark-connect] into .venv (pyspark is ~460 MB: the first time takes a minute)" >&2
+    .venv/bin/pip install --disable-pip-version-check -q -e ".[dev,spark,spark-connect]"
     touch "$stamp"
 fi

@@ -74,6 +74,7 @@ import time
 
 from ..api.reliable import EXHAUSTED, ReliableSpout
 from ..errors import TopologyError
+from .cluster import HelperDir, connect_session, parse_master, preflight_master, read_secret
 from .source import FORMATS, SparkSourceError, check_java, file_columns, resolve_paths, shard
 from .typemap import row_converter
 
@@ -141,7 +142,10 @@ class SparkSpout(ReliableSpout):
         for module in ("pyspark", "pyarrow"):
             if importlib.util.find_spec(module) is None:
                 raise SparkSourceError(f"SparkSpout needs {module}: pip install 'bittern[spark]'")
-        check_java()
+        mode = parse_master((config or {}).get("spout.spark.master"))[0]
+        if mode != "connect":  # (the standalone mode's driver helper is a JVM on this machine)
+            check_java()
+        preflight_master(config)
         if kind != "path":
             return
         if fmt not in FORMATS:
@@ -165,6 +169,12 @@ class SparkSpout(ReliableSpout):
         self.max_pending = max(1, int(config.get("spout.spark.max.pending", 10000)))
         self.chunk_rows = max(1, int(config.get("spout.spark.chunk.rows", 1000)))
         self.done_after_checkpoints = int(config.get("spout.spark.done.after.checkpoints", 0))
+        self.master = str(config.get("spout.spark.master") or "local[1]")
+        self.mode = parse_master(self.master)
+        self.topology_name = getattr(context, "topology_name", None) or "local"
+        self._helper = None
+        self._retry_at = None
+        self._failures = 0
         if context is None:
             self.task_index, self.task_count, self.component = 0, 1, type(self).__name__
         else:
@@ -190,7 +200,7 @@ class SparkSpout(ReliableSpout):
         if not hasattr(self, "_offset"):
             self._offset = (0, 0)
         # the JVM starts now, in the background: start-up is not held up by it
-        threading.Thread(target=self._session, name="spark-session", daemon=True).start()
+        threading.Thread(target=self._session_quietly, name="spark-session", daemon=True).start()
         if not self.checkpointed or getattr(self, "state", None) is not None:
             self._restart(self._offset)
 
@@ -234,7 +244,7 @@ class SparkSpout(ReliableSpout):
         """The Spark settings of this spout's session (``spout.spark.conf`` adds any)."""
         c = self.conf
         out = {
-            "spark.master": "local[1]",
+            "spark.master": self.master,
             "spark.app.name": f"bittern-{self.component}-{self.task_index}",
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
@@ -251,6 +261,8 @@ class SparkSpout(ReliableSpout):
 
     def _session(self):
         with self._spark_lock:
+            if self._spark is None and self.mode[0] != "local":
+                self._spark = self._remote_session()
             if self._spark is None:
                 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
                 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -267,10 +279,59 @@ class SparkSpout(ReliableSpout):
                 self._spark = spark
             return self._spark
 
-    def _stop_spark(self):
+    def _session_quietly(self):
+        """``_session`` started early in the background; a failure there reaches the
+        reader thread, which calls ``_session`` again and hands its error on."""
+        try:
+            self._session()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _remote_session(self):
+        """A Spark Connect client session: to the server of ``sc://`` or to this
+        topology's driver helper (``spark://``, started if none runs)."""
+        t0 = time.monotonic()
+        secret = read_secret(self.conf)
+        c = self.conf
+        if self.mode[0] == "standalone":
+            if self._helper is None:
+                self._helper = HelperDir(self.topology_name, self.master)
+            java = str(c.get("spout.spark.java.options", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
+            extra = {str(k): str(v) for k, v in (c.get("spout.spark.conf") or {}).items()}
+            doc = self._helper.attach({"master": self.master, "topology": self.topology_name,
+                                       "secret_file": c.get("spout.spark.secret.file") or None,
+                                       "driver_memory": str(c.get("spout.spark.driver.memory", "512m")),
+                                       "java_options": java, "conf": extra,
+                                       "linger": float(c.get("spout.spark.driver.linger.seconds", 10))})
+            spark = connect_session("127.0.0.1", doc["port"], {}, doc["token"],
+                                    f"the driver helper of {self.master} ({self._helper.path})",
+                                    int(c.get("spout.spark.connect.retries", 4)))
+            where = f"the shared application on {self.master} (driver helper {self._helper.path})"
+        else:
+            _, host, port, params = self.mode
+            spark = connect_session(host, port, params, secret, f"spout.spark.master {self.master}",
+                                    int(c.get("spout.spark.connect.retries", 4)))
+            where = f"Spark Connect {self.master.split('/;')[0]}"
+            for k, v in (c.get("spout.spark.conf") or {}).items():
+                spark.conf.set(str(k), str(v))
+        spark.conf.set("spark.sql.files.maxPartitionBytes", str(int(c.get("spout.spark.max.partition.bytes", 32 << 20))))
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+        self.jvm_start_secs = time.monotonic() - t0
+        self.logger.info("Spark session of task %d started in %.1fs (%s)", self.task_index, self.jvm_start_secs, where)
+        return spark
+
+    def _stop_spark(self, final=True):
         with self._spark_lock:
             spark, self._spark = self._spark, None
+            if self._helper is not None and final:
+                self._helper.unregister(os.getpid())
             if spark is None:
+                return
+            if self.mode[0] != "local":
+                try:
+                    spark.stop()
+                except Exception as e:  # noqa: BLE001 - the server may be gone: nothing to release
+                    self.logger.info("stopping the Spark Connect session: %s", e)
                 return
             try:
                 from pyspark import SparkContext
@@ -382,7 +443,15 @@ class SparkSpout(ReliableSpout):
     def _next_row(self):
         """``(unit, row, values)``, None if nothing is ready, EXHAUSTED at the end."""
         if self._error is not None:
-            return None  # reported once; never done() with rows missing
+            # reported once (an error record, like any task's); never done() with rows
+            # missing: the read starts again at the offset with a new session
+            if time.monotonic() < self._retry_at:
+                return None
+            self.logger.warning("%s task %d: reading again from file %d row %d after: %s",
+                                self.component, self.task_index, self._offset[0], self._offset[1], self._error)
+            self._stop_spark(final=False)
+            self._restart(self._offset)
+            return None
         while self._chunk_pos >= len(self._chunk):
             if self._reader_done:
                 return EXHAUSTED
@@ -395,6 +464,7 @@ class SparkSpout(ReliableSpout):
             kind = item[0]
             if kind == "rows":
                 self._chunk_unit, self._chunk, self._chunk_pos = item[2], item[3], 0
+                self._failures = 0
             elif kind == "eof":
                 self._offset = (item[2] + 1, 0)
             elif kind == _END:
@@ -407,7 +477,13 @@ class SparkSpout(ReliableSpout):
                 return EXHAUSTED
             else:
                 self._error = item[2]
-                raise self._error
+                self._failures += 1
+                self._retry_at = time.monotonic() + min(30.0, 2.0 ** min(self._failures, 5))
+                text = str(self._error).strip()
+                raise SparkSourceError(f"{self.component} task {self.task_index}: reading its share from "
+                                       f"{self.master} failed at file {self._offset[0]} row {self._offset[1]}: "
+                                       f"{type(self._error).__name__}: {text.splitlines()[0][:300] if text else ''}"
+                                       ) from self._error
         r, values = self._chunk[self._chunk_pos]
         self._chunk_pos += 1
         self._offset = (self._chunk_unit, r + 1)
