@@ -34,6 +34,7 @@ import time
 from contextlib import contextmanager
 from urllib.parse import urlsplit
 
+from ..privdir import private_dir
 from .source import SparkSourceError
 
 __all__ = ["parse_master", "preflight_master", "read_secret", "connect_session", "HelperDir",
@@ -212,9 +213,11 @@ class HelperDir:
         base = os.path.join(tempfile.gettempdir(), f"bittern-spark-{os.getuid()}")
         key = hashlib.sha1(f"{home or os.environ.get('BITTERN_HOME', '')}|{topology}|{master}".encode()).hexdigest()
         self.path = os.path.join(base, key[:16])
-        for d in (base, self.path, os.path.join(self.path, "clients")):
-            os.makedirs(d, mode=0o700, exist_ok=True)
-        os.chmod(base, 0o700)
+        # every task of the topology must find the same directory, so a squatted one (made by
+        # another user, a symlink) is refused in one line rather than replaced
+        private_dir(base, "Spark driver helpers' directory")
+        private_dir(self.path, "Spark driver helper's directory")
+        private_dir(os.path.join(self.path, "clients"), "Spark driver helper's directory")
 
     def file(self, name):
         return os.path.join(self.path, name)
