@@ -23,6 +23,9 @@ from .stats import LatencyStat
 log = logging.getLogger("bittern.instance")
 
 SPOUT_BURST = 64  # next_tuple calls per loop turn
+# ... and at most this long: a next_tuple that sleeps (heronpy's ArrayLooper(sleep=1)) must not
+# hold its tuples, metrics and control messages for SPOUT_BURST of its sleeps
+SPOUT_BURST_SECS = 0.02
 STALE_ACK_CHECK_SECS = 10.0
 STALE_ACK_SECS = 60.0
 
@@ -224,7 +227,7 @@ class SpoutInstance(Instance):
                 self.report_completed()
                 if emitted:
                     idle = 0.0
-                    if em.due(now, self._flush_every):
+                    if em.due(time.monotonic(), self._flush_every):
                         self.flush()
                     continue
                 self.flush()
@@ -238,6 +241,8 @@ class SpoutInstance(Instance):
     def call_next_tuple(self, em):
         next_tuple = self.obj.next_tuple
         start = em.emit_count
+        clock = time.monotonic
+        deadline = clock() + SPOUT_BURST_SECS
         for _ in range(SPOUT_BURST):
             before = em.emit_count
             try:
@@ -248,6 +253,6 @@ class SpoutInstance(Instance):
             except Exception as e:  # noqa: BLE001 - user code
                 self.report_error("next_tuple", e)
                 break
-            if em.emit_count == before or not self.can_emit():
+            if em.emit_count == before or not self.can_emit() or clock() >= deadline:
                 break
         return em.emit_count - start

@@ -240,3 +240,18 @@ def test_logs_verb(bittern, flow):
     assert r.returncode == 1 and "has no log for nosuch" in r.stderr
     r = bittern("logs", "ghost")
     assert r.returncode == 1 and "no logs for topology 'ghost'" in r.stderr
+
+
+def test_a_spout_that_sleeps_in_next_tuple_still_flows_and_stops(bittern, home):
+    """next_tuple sleeping 0.5 s after each tuple (heronpy's ArrayLooper(sleep=...)): a
+    turn of the spout's loop is bounded in time, not only in calls, so its tuples flow,
+    its control messages are heard and the stop drains it. Unbounded, the first turn
+    made all 64 calls (32 s) before the stop was read."""
+    r = bittern("run", os.path.join(TOPOLOGIES, "sleepy_spout.py"), "--duration", "4", "--json", timeout=120)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    comps = {c["component"]: c for c in summary["components"]}
+    emitted = comps["spout"]["emitted"]
+    assert summary["drained"] and 1 <= emitted < 64, summary
+    assert comps["sink"]["executed"] == emitted, summary
+    assert not processes_of(home)

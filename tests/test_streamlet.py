@@ -201,3 +201,37 @@ def test_mistakes_are_one_line_naming_the_streamlet(heron, tmp_path, fname):
         """) + textwrap.dedent(body) + "Runner().run('bad', Config(), builder)\n")
     line = one_line_error(heron("run", str(path), "--until-done", timeout=60))
     assert fname in line and message in line, line
+
+
+@pytest.mark.slow
+def test_task_hooks_reach_every_streamlet_task_including_windowed_ones(heron, tmp_path):
+    """tests/data/heron_tree's streamlet_hooks_topology.py (Heron's word_count_streamlet.py
+    shape, a bounded source): topology.auto.task.hooks on every task, the windowed
+    reduce_by_key_and_window bolt too, called at Heron's points as often as the engine
+    counted; the run ends and drains."""
+    out = str(tmp_path / "hooks")
+    heron.env["STREAMLET_HOOKS_OUT"] = out
+    path = os.path.join(ROOT, "tests", "data", "heron_tree", "examples", "src", "python",
+                        "streamlet_hooks_topology.py")
+    r = heron("run", path, "--until-done", "--duration", 90, "--json", timeout=150, check=True)
+    summary = json.loads(r.stdout.strip().splitlines()[-1])
+    assert summary["topology"] == "streamlet_hooks_topology" and summary["drained"]
+    comps = {c["component"]: c for c in summary["components"]}
+    lines, words = 200, 100 * 5 + 100 * 6  # the file's LINES, its two sentences' words
+    assert comps["generator-1"]["emitted"] == lines and comps["map-1"]["executed"] == words
+
+    def hook(component):
+        with open(os.path.join(out, f"autohook-{component}.json")) as f:
+            doc = json.load(f)
+        assert doc["wrong"] == {}, (component, doc)
+        return doc["calls"]
+    assert hook("generator-1-2") == {"prepare": 1, "emit": lines, "clean_up": 1}
+    assert hook("flatmap-1-1") == {"prepare": 1, "bolt_execute": lines, "bolt_ack": lines, "emit": words,
+                                   "clean_up": 1}
+    window = comps["reducebykeyandwindow-1"]
+    assert window["executed"] == words and window["emitted"] > 0  # at least one window fired
+    # the window bolt: every tuple executed, every result emitted (at most once: no acks)
+    assert hook("reducebykeyandwindow-1-5") == {"prepare": 1, "bolt_execute": words, "emit": window["emitted"],
+                                                "clean_up": 1}
+    assert hook("log-1-3") == {"prepare": 1, "bolt_execute": window["emitted"], "bolt_ack": window["emitted"],
+                               "clean_up": 1}

@@ -51,9 +51,12 @@ from collections import namedtuple
 from collections.abc import Iterable
 
 from ..api.stream import Grouping, GroupingSpec
+from ..api.topology import import_path
 from ..api.windows import Window, WindowedBolt
 from ..errors import TopologyError
 from ..hashing import stable_hash
+from . import heron_hooks
+from .heron_runtime import HeronContext, _HeronHost, user_class
 
 PREFIX = "heronpy.streamlet."
 IMPL = "heronpy.streamlet.impl."
@@ -134,33 +137,43 @@ def _window_class(name):
     return cls
 
 
-class StreamletWindowBolt(WindowedBolt):
+class StreamletWindowBolt(_HeronHost, WindowedBolt):
     """Hosts one of heronpy's windowed streamlet bolts on Bittern's windows: builds it
     as Heron does (``cls(delegate=self)``), and when a window fires hands its tuples to
     the bolt's own ``processWindow(WindowContext(start, end), tuples)``. heronpy's
     tick-driven bookkeeping (its deque, ``process``, ``process_tick``, expiry) is not
-    used: the window holds the tuples and acks them when they leave their last window."""
+    used: the window holds the tuples and acks them when they leave their last window.
+    heronpy's task hooks (``context.add_task_hook``, ``topology.auto.task.hooks``) are
+    called as for any heronpy bolt: ``bolt_execute`` after each tuple entered its
+    windows, ``emit`` for each result, ``bolt_ack``/``bolt_fail`` when a window lets
+    a tuple go (at least once), ``clean_up`` at a clean stop."""
 
     outputs = []
-    heron = None
 
     def initialize(self, config, context):
-        from .heron_runtime import HeronContext, user_class
         self.heron = obj = user_class(config, "bolt")(delegate=self)
+        self._task_context, self.heron_context = context, HeronContext(context, self)
+        auto = config.get(heron_hooks.AUTO_HOOKS_KEY)
+        if auto:  # as Heron's context does, before initialize
+            for hook in heron_hooks.auto_hooks(auto, context.component, import_path):
+                self.add_task_hook(hook)
         # (a copy: heronpy's window bolt asks for ticks in it; Bittern's windows fire instead)
-        obj.initialize(dict(config), HeronContext(context))
+        obj.initialize(dict(config), self.heron_context)
+        self._ready_hooks()
+
+    def _hook_up(self):
+        if self._hooked:
+            return
+        self._hooked = True
+        h, times = self.hooks, heron_hooks.ReceiptTimes()
+        # (process is the window runtime's per-tuple path, bound before initialize)
+        self.process = heron_hooks.bolt_process(self.process, h, times)
+        self.ack = heron_hooks.bolt_outcome(self.ack, h.bolt_ack, times)
+        self.fail = heron_hooks.bolt_outcome(self.fail, h.bolt_fail, times)
+        self.emit = heron_hooks.bolt_emit(self.emit, h)
 
     def process_window(self, window):
         self.heron.processWindow(WindowContext(window.start, window.end), list(window.tuples))
-
-    def log(self, message, level=None):
-        from .heron_runtime import _HeronHost
-        _HeronHost.log(self, message, level)
-
-    def close(self):
-        hook = getattr(self.heron, "close", None) or getattr(self.heron, "cleanup", None)
-        if callable(hook):
-            hook()
 
 
 # --------------------------------------------------------------------------------------
