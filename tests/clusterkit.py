@@ -3,6 +3,7 @@ ports, against the session's real ZooKeeper (a fresh root per cluster), driven
 through the real CLI (``bittern --cluster URL ...``)."""
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import secrets
@@ -20,8 +21,11 @@ import psutil
 from conftest import ROOT, processes_of, wait_for
 
 
-def free_range(n, lo=20000, hi=60000):
-    """A base port with ``n`` free ports from it (checked by binding each)."""
+def free_range(n, lo=20000, hi=32000):
+    """A base port with ``n`` free ports from it (checked by binding each), below the
+    kernel's ephemeral range (32768-60999): a port there can be taken by any outgoing
+    connection meanwhile, and a client polling it before its server binds can connect to
+    itself (TCP self-connect: it reads its own request back)."""
     import random
     for _ in range(200):
         base = random.randrange(lo, hi - n)
@@ -114,7 +118,7 @@ class Cluster:
         try:
             with urllib.request.urlopen(d.url + "/healthz", timeout=2) as r:
                 return r.status == 200
-        except OSError:
+        except (OSError, http.client.HTTPException):
             return False
 
     def start_supervisor(self, sid, slots=None, wrap=(), args=()):

@@ -18,8 +18,8 @@ import pytest
 
 from conftest import EXAMPLES, ROOT, TOPOLOGIES, processes_of, wait_for
 
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
+import pyarrow as pa  # noqa: E402  (bittern[parquet], installed by scripts/setup.sh: never skipped)
+import pyarrow.parquet as pq  # noqa: E402
 
 PIPELINE = os.path.join(TOPOLOGIES, "parquet_pipeline.py")
 MODES = os.path.join(TOPOLOGIES, "parquet_modes.py")
@@ -88,7 +88,6 @@ def test_spark_to_parquet_round_trip_is_exact_under_exactly_once_with_kill_9s(bi
         import spark_pipeline as sp
     finally:
         sys.path.remove(EXAMPLES)
-    pytest.importorskip("pyspark")
     rows = 40_000
     data = sp.generate(str(tmp_path / "events"), rows, 4)
     out, work = str(tmp_path / "daily"), str(tmp_path / "work")

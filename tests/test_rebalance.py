@@ -204,15 +204,15 @@ def test_exactly_once_keyed_counts_stay_exact_across_2_3_2(bittern, tmp_path):
             "--config", f"test.out={out}", "--config", f"test.count={n}", "--config", "test.rate=300",
             check=True)
     try:
-        wait_for(lambda: len(committed()) > 300, timeout=30, what="committed output")
+        wait_for(lambda: len(committed()) > 300, timeout=90, what="committed output")
         r = bittern("rebalance", "eorb", "-p", "count=3", check=True)
         assert "complete after the deactivation" in r.stdout, r.stdout
         assert task_counts(bittern, "eorb")[0]["count"] == 3
         before = len(committed())
-        wait_for(lambda: len(committed()) > before + 200, timeout=30, what="output on 3 counters")
+        wait_for(lambda: len(committed()) > before + 200, timeout=90, what="output on 3 counters")
         bittern("rebalance", "eorb", "-p", "count=2", check=True)
         assert task_counts(bittern, "eorb")[0]["count"] == 2
-        wait_for(lambda: len(committed()) >= n, timeout=40, what="every number committed")
+        wait_for(lambda: len(committed()) >= n, timeout=120, what="every number committed")
         rows = committed()
         ns = Counter(r[0] for r in rows)
         assert [x for x, c in ns.items() if c > 1] == [], "committed twice"

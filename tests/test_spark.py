@@ -10,13 +10,12 @@ import shutil
 import time
 
 import psutil
-import pytest
 
 from conftest import TOPOLOGIES, processes_of
 
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
-pytest.importorskip("pyspark")
+import pyarrow as pa  # noqa: E402  (bittern[spark], installed by scripts/setup.sh: never skipped)
+import pyarrow.parquet as pq  # noqa: E402
+import pyspark  # noqa: E402,F401
 
 COUNT = os.path.join(TOPOLOGIES, "spark_count.py")
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import random
-import socket
 import subprocess
 import time
 
@@ -19,20 +18,15 @@ import pytest
 
 from conftest import ROOT, TOPOLOGIES, processes_of
 from test_spark import COUNT, _submit_fails, committed_buckets, counts, make_dataset
+from zkfixture import free_port
 
 pytestmark = pytest.mark.slow
-pytest.importorskip("pyspark")
-pytest.importorskip("grpc")
+import grpc  # noqa: E402,F401  (bittern[spark-connect], installed by scripts/setup.sh: never skipped)
+import pyspark  # noqa: E402,F401
 
 SPARK_SH = os.path.join(ROOT, "scripts", "spark.sh")
 EO = os.path.join(TOPOLOGIES, "spark_eo_count.py")
 SEEDS = [int(s) for s in os.environ.get("BITTERN_SPARK_SEEDS", "1").split(",")]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def procs_mentioning(text):

@@ -20,7 +20,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import sys
 import tempfile
 import time
@@ -38,17 +37,12 @@ from bittern.proc import pid_alive, spawn
 from bittern.runplan import RunPlan
 from bittern.wire import CTRL, DATA, Op
 from conftest import wait_for
+from zkfixture import free_port
 from streammgr.planfile import load_plan, plan_conflicts
 from streammgr.stmgr import SNDHWM, StreamManager
 
 CONTAINERS = 3
 RUNNING = (0, 1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def plan_doc(home, ipc, with_keys):

@@ -49,17 +49,12 @@ from bittern.proc import EXIT_FENCED, pid_alive, spawn
 from bittern.runplan import RunPlan
 from bittern.wire import ACK, CTRL, DATA, Op
 from conftest import wait_for
+from zkfixture import free_port
 
 pytestmark = pytest.mark.skipif(not curve.available(), reason="libzmq without CURVE")
 
 CONTAINERS = 3  # tasks 1,4 -> container 0; 2,5 -> 1; 3,6 -> 2 (never started)
 RUNNING = (0, 1)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_plan(home, ipc, with_keys, placed=None):

@@ -3,6 +3,7 @@ dir), one per test session: any test can request ``zk_server``."""
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 
@@ -14,10 +15,19 @@ SCRIPT = os.path.join(ROOT, "scripts", "zookeeper.sh")
 ZK_JAR = "/usr/share/java/zookeeper.jar"
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def free_port(lo=20000, hi=32000):
+    """A free port below the kernel's ephemeral range (32768-60999), where outgoing
+    connections take theirs: a server's port chosen there can be taken before it binds,
+    or a client can connect to itself while it waits for the server."""
+    for _ in range(500):
+        port = random.randrange(lo, hi)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port from {lo} to {hi}")
 
 
 class ZkServer:
