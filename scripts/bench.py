@@ -194,7 +194,8 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds before a run is killed")
     ap.add_argument("--out", help="append every raw record to this file (JSON lines)")
     ap.add_argument("--spark", action="store_true",
-                    help="instead: rows/s from Parquet through a SparkSpout (par 1 and 2) next to a plain "
+                    help="instead: rows/s and RSS from Parquet through a SparkSpout (local[1], standalone, "
+                         "Spark Connect; par 1 and 4) next to a plain "
                          "PySpark toLocalIterator loop (scripts/benchkit/spark.py)")
     ap.add_argument("--spark-rows", type=int, default=None,
                     help="rows of the --spark dataset (default 1000000; 100000 with --quick)")

@@ -69,6 +69,34 @@ def parse_master(master):
                            "or sc://HOST:PORT (Spark Connect)")
 
 
+_M_ARENA_MAX = -8  # glibc mallopt parameter
+
+
+def _libc():
+    import ctypes
+    try:
+        libc = ctypes.CDLL(None)
+        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+def limit_malloc_arenas(n):
+    """Cap glibc's malloc arenas of this process at ``n`` (0: leave them alone). A Spark
+    Connect client's gRPC threads would each get an arena of their own (up to 8 per
+    core), each keeping freed memory; with a cap they share. Applies to the threads that
+    allocate for the first time after the call. False where this is not glibc."""
+    libc = _libc() if n and n > 0 else None
+    return bool(libc is not None and libc.mallopt(_M_ARENA_MAX, int(n)) == 1)
+
+
+def trim_malloc():
+    """Give the free memory at the top of malloc's heaps back to the system."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
 def _reach(master, host, port, timeout=5.0):
     try:
         with socket.create_connection((host, port), timeout=timeout):
@@ -171,9 +199,45 @@ def preflight_master(config):
     secret = read_secret(config)
     _reach(master, parsed[1], parsed[2])
     if parsed[0] == "connect":
-        spark = connect_session(parsed[1], parsed[2], parsed[3], secret, f"spout.spark.master {master}")
-        spark.stop()
+        _check_connect_apart(master, parsed, secret)
     return parsed
+
+
+_CHECK = """
+import json, sys
+from bittern.spark.cluster import connect_session
+from bittern.spark.source import SparkSourceError
+a = json.loads(sys.stdin.readline())
+try:
+    connect_session(a["host"], a["port"], a["params"], a["token"], a["what"]).stop()
+except SparkSourceError as e:
+    print(str(e), file=sys.stderr)
+    sys.exit(3)
+"""
+
+
+def _check_connect_apart(master, parsed, secret, timeout=300.0):
+    """The Connect session check of :func:`preflight_master`, in a child process: the
+    pyspark Connect client (pandas, pyarrow, gRPC: ~130 MB) is not kept for the whole
+    run by the process that submits (``bittern run`` stays up until the end). The
+    secret goes through the child's stdin, never its argv."""
+    what = f"spout.spark.master {master}"
+    arg = json.dumps({"host": parsed[1], "port": parsed[2], "params": parsed[3], "token": secret, "what": what})
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root] + [p for p in os.environ.get("PYTHONPATH", "").split(
+        os.pathsep) if p]))
+    try:
+        r = subprocess.run([sys.executable, "-c", _CHECK], input=arg + "\n", capture_output=True, text=True,
+                           timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise SparkSourceError(f"{what}: no answer to a Spark Connect session within {timeout:.0f}s") from None
+    if r.returncode == 0:
+        return
+    lines = [ln.strip() for ln in r.stderr.splitlines() if ln.strip()]
+    if r.returncode == 3 and lines:
+        raise SparkSourceError(lines[-1])
+    raise SparkSourceError(f"{what}: checking the Spark Connect session failed: "
+                           f"{lines[-1][:300] if lines else f'exit status {r.returncode}'}")
 
 
 # -- the standalone driver helper ------------------------------------------------------------

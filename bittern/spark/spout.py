@@ -44,6 +44,14 @@ process's own (``local[1]``, heap ``spout.spark.driver.memory``, flags
 and stopped at ``close``; it also exits when this process dies (PySpark's
 gateway ends on its stdin's EOF).
 
+With a cluster master (``spark://``, ``sc://``) the process holds only the Spark
+Connect client; its memory is mostly the modules pyspark's client imports (pandas,
+pyarrow, grpc: ~110 MB RSS). Set for the read: the server's Arrow batches of at
+most ``spout.spark.arrow.batch.rows`` rows (1000; the client turns a whole batch
+into Row objects at once), glibc malloc arenas capped at
+``spout.spark.malloc.arenas`` (1; 0 leaves them alone: each gRPC thread would
+keep an arena of freed memory), and the heap trimmed after each file.
+
 Reliability
 ===========
 * ATLEAST_ONCE: each row is emitted with its id; a failed row is emitted again
@@ -74,7 +82,8 @@ import time
 
 from ..api.reliable import EXHAUSTED, ReliableSpout
 from ..errors import TopologyError
-from .cluster import HelperDir, connect_session, parse_master, preflight_master, read_secret
+from .cluster import (HelperDir, connect_session, limit_malloc_arenas, parse_master, preflight_master, read_secret,
+                      trim_malloc)
 from .source import FORMATS, SparkSourceError, check_java, file_columns, resolve_paths, shard
 from .typemap import row_converter
 
@@ -199,6 +208,9 @@ class SparkSpout(ReliableSpout):
         self._started_at = time.monotonic()
         if not hasattr(self, "_offset"):
             self._offset = (0, 0)
+        if self.mode[0] != "local":
+            # before the gRPC threads start (see the module docstring, Memory)
+            limit_malloc_arenas(int(config.get("spout.spark.malloc.arenas", 1)))
         # the JVM starts now, in the background: start-up is not held up by it
         threading.Thread(target=self._session_quietly, name="spark-session", daemon=True).start()
         if not self.checkpointed or getattr(self, "state", None) is not None:
@@ -316,6 +328,11 @@ class SparkSpout(ReliableSpout):
                 spark.conf.set(str(k), str(v))
         spark.conf.set("spark.sql.files.maxPartitionBytes", str(int(c.get("spout.spark.max.partition.bytes", 32 << 20))))
         spark.conf.set("spark.sql.session.timeZone", "UTC")
+        # the server sends the rows in Arrow batches of at most this many rows; the client
+        # turns a whole batch into Row objects at once (a spout.spark.conf value wins)
+        if "spark.sql.execution.arrow.maxRecordsPerBatch" not in (c.get("spout.spark.conf") or {}):
+            batch_rows = max(1, int(c.get("spout.spark.arrow.batch.rows", 1000)))
+            spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch_rows))
         self.jvm_start_secs = time.monotonic() - t0
         self.logger.info("Spark session of task %d started in %.1fs (%s)", self.task_index, self.jvm_start_secs, where)
         return spark
@@ -434,6 +451,8 @@ class SparkSpout(ReliableSpout):
                     close = getattr(it, "close", None)
                     if close is not None:
                         close()
+                if self.mode[0] != "local":
+                    trim_malloc()  # a file's Arrow batches are freed: hand their pages back
                 if not self._put(("eof", gen, u), stop):
                     return
             self._put((_END, gen), stop)

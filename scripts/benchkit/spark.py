@@ -12,11 +12,16 @@ modes, next to a plain PySpark ``toLocalIterator`` loop over the same files.
   one shared application, its driver in the topology's driver helper) or ``connect``
   (scripts/spark.sh's Spark Connect server). ``rows/s`` = the rows the bolt counted /
   the span from the first task's session being up to the last task's last row (the
-  log lines' timestamps); ``session s`` = the slowest task's session start; ``wall`` =
-  the whole run. ``spout RSS`` = the peak of the sum of the RSS of the spout task
-  processes and all their children (their JVMs in local mode); ``helper RSS`` = the
-  peak RSS of the standalone driver helper and its JVM (0 otherwise). The Spark
-  cluster's own JVMs (master, worker, executors, Connect server) are not counted.
+  log lines' timestamps; the tasks' "emitted all N rows" must add up to the rows too);
+  ``session s`` = the slowest task's session start; ``wall`` = the whole run.
+* RSS, peaks of sums sampled every 0.25 s: ``task`` = the largest spout task process
+  (with its JVM in local1); ``spouts`` = all spout tasks; ``helper`` = the standalone
+  driver helper and its driver JVM (a child of the task that started it, counted
+  only here); ``total`` = spouts + helper; ``topology`` = every process of the run
+  (the ``bittern run`` CLI, supervisor, stream manager, bolt, spouts, helper). The
+  pyspark-loop row: its Python process + JVM. The Spark cluster's own JVMs (master,
+  worker, executors, Connect server) are not counted. The targets (issue 21) are
+  printed after the table.
 
 The dataset (``--spark-rows`` rows, default 1,000,000; 100,000 with --quick, in 8
 Parquet files of ``(id, word)``) is generated once under /tmp/bittern-bench/."""
@@ -78,13 +83,22 @@ def dataset(rows, files=8):
 
 
 def run_loop(data, rows, timeout):
-    r = subprocess.run([VENV_PY, "-c", LOOP, data], capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        return {"row": "pyspark-loop", "ok": False, "problems": r.stderr[-500:]}
-    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    p = subprocess.Popen([VENV_PY, "-c", LOOP, data], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    import threading
+    out = {}
+    reader = threading.Thread(target=lambda: out.update(zip(("stdout", "stderr"), p.communicate(timeout=timeout))))
+    reader.start()
+    peak = 0
+    while reader.is_alive():
+        peak = max(peak, rss_of(tree(p.pid)))
+        reader.join(0.25)
+    if p.returncode != 0:
+        return {"row": "pyspark-loop", "ok": False, "problems": out.get("stderr", "")[-500:]}
+    doc = json.loads(out["stdout"].strip().splitlines()[-1])
     ok = doc["rows"] == rows
     return {"row": "pyspark-loop", "ok": ok, "rows": doc["rows"], "rows_per_s": doc["rows"] / doc["stream_s"],
             "jvm_start_s": doc["jvm_start_s"], "wall_s": doc["jvm_start_s"] + doc["stream_s"],
+            "task_rss_mb": peak / 2**20, "spout_rss_mb": peak / 2**20, "total_rss_mb": peak / 2**20,
             "problems": None if ok else f"read {doc['rows']} of {rows} rows"}
 
 
@@ -108,12 +122,26 @@ def read_procs(home, name):
         return {}
 
 
-def tree_rss(pid):
+def tree(pid):
+    """``pid`` and all its descendants (psutil Processes); [] if it is gone."""
     try:
         p = psutil.Process(pid)
-        return p.memory_info().rss + sum(k.memory_info().rss for k in p.children(recursive=True))
+        return [p] + p.children(recursive=True)
     except psutil.Error:
-        return 0
+        return []
+
+
+def rss_of(procs, skip=()):
+    """The sum of the RSS of ``procs``, leaving out the pids in ``skip``."""
+    total = 0
+    for q in procs:
+        if q.pid in skip:
+            continue
+        try:
+            total += q.memory_info().rss
+        except psutil.Error:
+            pass
+    return total
 
 
 def run_spout(data, rows, par, home, timeout, mode, master, confs):
@@ -129,7 +157,7 @@ def run_spout(data, rows, par, home, timeout, mode, master, confs):
            "--config", f"spout.spark.master={master}"] + sum((["--config", c] for c in confs), [])
     t0 = time.monotonic()
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
-    spout_peak = helper_peak = 0
+    spout_peak = helper_peak = task_peak = total_peak = topo_peak = 0
     helper = None
     if mode == "standalone":
         from bittern.spark.cluster import HelperDir
@@ -139,15 +167,22 @@ def run_spout(data, rows, par, home, timeout, mode, master, confs):
     reader = threading.Thread(target=lambda: out.update(zip(("stdout", "stderr"), p.communicate(timeout=timeout + 60))))
     reader.start()
     while reader.is_alive():
+        # the standalone driver helper is started by a spout task (its own session, but
+        # the task's child): its tree is counted as the helper's, never as the task's
+        hp = helper.helper_pid() if helper is not None else None
+        helper_procs = tree(hp) if hp else []
+        skip = {q.pid for q in helper_procs}
         procs = read_procs(home, name)
         spouts = {int(f[6:-4]) for f in os.listdir(logs) if f.startswith("spout-")} if os.path.isdir(logs) else set()
-        total = sum(tree_rss(v["pid"]) for k, v in procs.items()
-                    if k.startswith("instance-") and int(k[9:]) in spouts and v.get("pid"))
-        spout_peak = max(spout_peak, total)
-        if helper is not None:
-            hp = helper.helper_pid()
-            helper_peak = max(helper_peak, tree_rss(hp) if hp else 0)
-        reader.join(0.5)
+        tasks = [rss_of(tree(v["pid"]), skip) for k, v in procs.items()
+                 if k.startswith("instance-") and int(k[9:]) in spouts and v.get("pid")]
+        hrss = rss_of(helper_procs)
+        spout_peak = max(spout_peak, sum(tasks))
+        task_peak = max([task_peak] + tasks)
+        helper_peak = max(helper_peak, hrss)
+        total_peak = max(total_peak, sum(tasks) + hrss)
+        topo_peak = max(topo_peak, rss_of(tree(p.pid), skip) + hrss)
+        reader.join(0.25)
     wall = time.monotonic() - t0
     if p.returncode != 0:
         return {"row": row, "ok": False, "problems": out.get("stderr", "")[-500:]}
@@ -158,11 +193,15 @@ def run_spout(data, rows, par, home, timeout, mode, master, confs):
         starts += log_times(text, r"Spark session of task \d+ started in ([\d.]+)s")
         ends += log_times(text, r"emitted all (\d+) rows of its")
     span = max(t for t, _ in ends) - min(t for t, _ in starts) if starts and len(ends) == par else None
-    ok = counted == rows
+    emitted = sum(int(x) for _, x in ends)
+    ok = counted == rows and emitted == rows and span is not None
     return {"row": row, "ok": ok, "rows": counted, "session_s": max(float(x) for _, x in starts) if starts else None,
             "rows_per_s": counted / span if span else None, "wall_s": wall,
-            "spout_rss_mb": spout_peak / 2**20, "helper_rss_mb": helper_peak / 2**20,
-            "problems": None if ok else f"counted {counted} of {rows} rows"}
+            "task_rss_mb": task_peak / 2**20, "spout_rss_mb": spout_peak / 2**20,
+            "helper_rss_mb": helper_peak / 2**20, "total_rss_mb": total_peak / 2**20,
+            "topology_rss_mb": topo_peak / 2**20, "emitted": emitted,
+            "problems": None if ok else f"counted {counted}, the tasks emitted {emitted} of {rows} rows"
+                                          f"{'' if span else ' (no span: a task logged no session or no end)'}"}
 
 
 def start_cluster():
@@ -193,6 +232,8 @@ def main(a):
     cdir, master, connect, secret = start_cluster()
     masters = {"local1": "local[1]", "standalone": master, "connect": connect}
     confs = [f"spout.spark.secret.file={secret}", "spout.spark.driver.linger.seconds=2"]
+    if a.out:
+        out = open(a.out, "a", encoding="utf-8")
     recs = []
     try:
         for run in range(a.runs):
@@ -205,24 +246,45 @@ def main(a):
                 rec["run"] = run
                 recs.append(rec)
                 print(f"[bench --spark] run {run + 1}/{a.runs} {json.dumps(rec)}", file=sys.stderr, flush=True)
+                if a.out:
+                    out.write(json.dumps(dict(rec, bench="spark", data_rows=rows)) + "\n")
+                    out.flush()
     finally:
         subprocess.run([SPARK_SH, "stop", cdir], capture_output=True, timeout=120)
         shutil.rmtree(cdir, ignore_errors=True)
     print(f"\nParquet -> Python rows: {rows} rows in 8 files ({data}); median of {a.runs} run(s)\n")
-    print(f"{'row':16s} {'ok':>3s} {'rows/s':>10s} {'session s':>10s} {'wall s':>8s} {'spout RSS MB':>13s} "
-          f"{'helper RSS MB':>14s}")
+    cols = [("rows_per_s", "rows/s", ",.0f", 9), ("session_s", "session s", ".1f", 9), ("wall_s", "wall s", ".1f", 7),
+            ("task_rss_mb", "task RSS", ",.0f", 8), ("spout_rss_mb", "spouts RSS", ",.0f", 10),
+            ("helper_rss_mb", "helper RSS", ",.0f", 10), ("total_rss_mb", "total RSS", ",.0f", 9),
+            ("topology_rss_mb", "topology RSS", ",.0f", 12)]
+    print(f"{'row':16s} {'ok':>3s} " + " ".join(f"{h:>{w}s}" for _, h, _, w in cols))
+    medians = {}
     for name in ROWS:
         mine = [r for r in recs if r["row"] == name]
 
         def med(key):
             vals = sorted(r[key] for r in mine if r.get(key) is not None)
             return vals[len(vals) // 2] if vals else None
-        fmt = lambda v, f: "-" if v is None else format(v, f)  # noqa: E731
-        print(f"{name:16s} {'yes' if all(r.get('ok') for r in mine) else 'NO':>3s} {fmt(med('rows_per_s'), ',.0f'):>10s} "
-              f"{fmt(med('session_s') or med('jvm_start_s'), '.1f'):>10s} {fmt(med('wall_s'), '.1f'):>8s} "
-              f"{fmt(med('spout_rss_mb'), ',.0f'):>13s} {fmt(med('helper_rss_mb'), ',.0f'):>14s}")
+        m = medians[name] = {k: med(k) for k, _, _, _ in cols}
+        if m["session_s"] is None:
+            m["session_s"] = med("jvm_start_s")
+        print(f"{name:16s} {'yes' if mine and all(r.get('ok') for r in mine) else 'NO':>3s} "
+              + " ".join(f"{'-' if m[k] is None else format(m[k], f):>{w}s}" for k, _, f, w in cols))
     print("\nrows/s = rows counted / (last task's last row - first task's session up); session s = the slowest "
           "task's Spark session start\n(a JVM in local1; the driver helper's start + connect in standalone; a "
-          "client connect in connect). spout RSS: peak of the sum over\nthe spout task processes and their "
-          "children; helper RSS: the standalone driver helper + its driver JVM. Cluster JVMs not counted.")
+          "client connect in connect). RSS in MB, peaks over the run (sampled\nevery 0.25 s): task = the largest "
+          "spout task process (+ its JVM in local1); spouts = the sum over the spout tasks; helper = the\n"
+          "standalone driver helper + its driver JVM; total = spouts + helper; topology = every process of the "
+          "run (CLI, supervisor,\nstream manager, bolt, spouts, helper). The cluster's JVMs (master, worker, "
+          "executors, Connect server) are not counted.")
+    c1, c4, l4 = medians.get("connect-p1", {}), medians.get("connect-p4", {}), medians.get("local1-p4", {})
+    if c1.get("task_rss_mb") is not None and c4.get("task_rss_mb") is not None:
+        task = max(c1["task_rss_mb"], c4["task_rss_mb"])
+        print(f"\ntarget: a Spark Connect spout task <= 150 MB: {task:.0f} MB ({'met' if task <= 150 else 'NOT met'})")
+    if c4.get("total_rss_mb") and l4.get("total_rss_mb"):
+        for key, what in (("total_rss_mb", "spout tasks"), ("topology_rss_mb", "whole topology")):
+            if c4.get(key) and l4.get(key):
+                ratio = c4[key] / l4[key]
+                print(f"target: connect-p4 <= 1/3 of local1-p4 ({what}): {c4[key]:.0f} / {l4[key]:.0f} MB = "
+                      f"{ratio:.2f} ({'met' if ratio <= 1 / 3 else 'NOT met'})")
     return 0 if all(r.get("ok") for r in recs) else 1
