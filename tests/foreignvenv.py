@@ -12,6 +12,7 @@ skipped would hide the missing feature.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -26,6 +27,23 @@ def foreign_venv(base, requirements, pip_args=()):
     installed from PyPI; ``pip_args``: extra pip flags (e.g. ``--no-deps``)."""
     key = hashlib.sha1(repr((sorted(requirements), list(pip_args))).encode()).hexdigest()[:12]
     path = os.path.join(str(base), f"venv-{key}")
+    os.makedirs(str(base), exist_ok=True)
+    # one maker at a time: pytest-xdist workers share the venv (see shared_base)
+    with open(f"{path}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _make(path, requirements, pip_args)
+
+
+def shared_base(tmp_path_factory, name):
+    """A directory for venvs that every pytest-xdist worker of this run shares (the run's
+    temp root), or this session's own when not under xdist."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    return base / name
+
+
+def _make(path, requirements, pip_args):
     python = os.path.join(path, "bin", "python")
     if os.path.exists(os.path.join(path, ".complete")):
         return python
@@ -43,4 +61,4 @@ def foreign_venv(base, requirements, pip_args=()):
     return python
 
 
-__all__ = ["foreign_venv"]
+__all__ = ["foreign_venv", "shared_base"]

@@ -25,7 +25,7 @@ import pytest
 from bittern.errors import BitternError
 from bittern.monitor import LocalSource
 from bittern.state import LocalStateManager
-from conftest import TOPOLOGIES, wait_for
+from conftest import TOPOLOGIES, processes_of, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -136,6 +136,15 @@ def set_rate(rate_file, rate):
     os.replace(rate_file + ".tmp", rate_file)
 
 
+def killed(bittern, home):
+    """Kill the topology and wait until every one of its processes is gone: with the rate
+    dropped the health manager may be scaling down when the kill comes, and its rebalance
+    (a process of its own session) must find the topology gone and exit."""
+    bittern("kill", NAME, check=True)
+    wait_for(lambda: not processes_of(home), timeout=60, interval=0.5,
+             what="every process of the topology, and any rebalance the health manager began, gone")
+
+
 def nothing_lost(out, rate_file, at_least):
     """Stop the spout; every id it emitted is acked and reached the sink."""
     set_rate(rate_file, 0)
@@ -211,7 +220,7 @@ def test_health_manager_scales_a_pipeline_to_the_model_then_down_and_loses_nothi
         print(f"{n} ids emitted, all acked and at the sink; {time.monotonic() - t_start:.0f}s in all")
     finally:
         watch.src.close()
-        bittern("kill", NAME, check=True)
+        killed(bittern, home)
 
 
 def test_health_manager_reports_a_hot_key_and_does_not_scale(bittern, home, tmp_path):
@@ -239,7 +248,7 @@ def test_health_manager_reports_a_hot_key_and_does_not_scale(bittern, home, tmp_
         nothing_lost(out, rate_file, 1000)
     finally:
         watch.src.close()
-        bittern("kill", NAME, check=True)
+        killed(bittern, home)
 
 
 def test_health_manager_restarts_a_slow_instance(bittern, home, tmp_path):
@@ -279,4 +288,4 @@ def test_health_manager_restarts_a_slow_instance(bittern, home, tmp_path):
         nothing_lost(out, rate_file, 1)
     finally:
         watch.src.close()
-        bittern("kill", NAME, check=True)
+        killed(bittern, home)
