@@ -135,3 +135,17 @@ def cluster(zk_server, tmp_path):  # noqa: F811 - (zk_server: the fixture import
         yield c
     finally:
         c.stop()
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Files with slow tests first (most first), the rest after, each file's tests in their order:
+    scripts/test.sh hands whole files to its xdist workers in this order, so the long
+    end-to-end files start at once and the many quick ones fill in around them, rather
+    than a long file starting last and running alone."""
+    slow = {}
+    for item in items:
+        if item.get_closest_marker("slow"):
+            slow[item.path] = slow.get(item.path, 0) + 1
+    order = {id(item): i for i, item in enumerate(items)}
+    # (the files with the most slow tests first: a rough measure of the longest)
+    items.sort(key=lambda item: (-slow.get(item.path, 0), order[id(item)]))
