@@ -241,7 +241,8 @@ class TopologyMaster(TmFencing, TmAuth, TmMetrics):
         if any(e.get("open") for e in self.errors if e.get("component") == topostatus.SYSTEM_COMPONENT):
             log.info("a checkpoint completed again")
             topostatus.close_errors(self.errors, topostatus.SYSTEM_COMPONENT)
-        self._ckpt_log_at = None
+        # (_ckpt_log_at is kept: checkpoints that fail and complete by turns under load log a
+        # line a minute, and a failure after the record was closed is logged as new anyway)
 
     def _check_health(self, now):
         """Publish the rule's verdict when it changes (a state-manager write only then)."""

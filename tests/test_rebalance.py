@@ -53,20 +53,20 @@ def test_rebalance_counter_2_4_1_while_running_loses_nothing(bittern, tmp_path):
     n = 6000
     submit(bittern, "rb", out, n, "test.rate=500")
     try:
-        wait_for(lambda: len(acked(out)) > 800, what="acks flowing")
+        wait_for(lambda: len(acked(out)) > 800, timeout=90, what="acks flowing")
         r = bittern("rebalance", "rb", "--parallelism", "count=4", check=True)
         assert "rebalanced: 6 tasks in 2 container(s)" in r.stdout, r.stdout
         tasks, doc = task_counts(bittern, "rb")
         assert tasks == {"spout": 1, "count": 4, "sink": 1} and doc["active"], tasks
         before = len(acked(out))
-        wait_for(lambda: len(acked(out)) > before + 500, what="progress on 4 counters")
+        wait_for(lambda: len(acked(out)) > before + 500, timeout=90, what="progress on 4 counters")
         r = bittern("rebalance", "rb", "-p", "count=1", "--containers", "1", check=True)
         assert "rebalanced: 3 tasks in 1 container(s)" in r.stdout, r.stdout
         tasks, doc = task_counts(bittern, "rb")
         assert tasks == {"spout": 1, "count": 1, "sink": 1} and doc["containers"] == 1, tasks
         rows = json.loads(bittern("list", "--json", check=True).stdout)
         assert rows[0]["tasks"] == 3 and rows[0]["state"] == "RUNNING", rows
-        wait_for(lambda: os.path.exists(os.path.join(out, "done")), timeout=60, what="every id acked")
+        wait_for(lambda: os.path.exists(os.path.join(out, "done")), timeout=120, what="every id acked")
         ids = acked(out)
         assert sorted(ids) == list(range(n)), "every id acked exactly once"
         missing = set(range(n)) - set(sink_numbers(out))
@@ -177,7 +177,7 @@ def test_cluster_rebalance_writes_a_new_assignment_version(zk_server, tmp_path):
             zk.close()
         status, doc = cluster.api("/api/v1/topologies/crb/metrics")
         assert doc["components"]["count"]["tasks"] == 2 and doc["active"], doc
-        wait_for(lambda: os.path.exists(os.path.join(out, "done")), timeout=60, what="every id acked")
+        wait_for(lambda: os.path.exists(os.path.join(out, "done")), timeout=120, what="every id acked")
         assert sorted(acked(out)) == list(range(n))
         assert not set(range(n)) - set(sink_numbers(out))
         cluster.cli("kill", "crb", check=True)

@@ -230,8 +230,13 @@ def test_task_hooks_reach_every_streamlet_task_including_windowed_ones(heron, tm
                                    "clean_up": 1}
     window = comps["reducebykeyandwindow-1"]
     assert window["executed"] == words and window["emitted"] > 0  # at least one window fired
-    # the window bolt: every tuple executed, every result emitted (at most once: no acks)
-    assert hook("reducebykeyandwindow-1-5") == {"prepare": 1, "bolt_execute": words, "emit": window["emitted"],
-                                                "clean_up": 1}
-    assert hook("log-1-3") == {"prepare": 1, "bolt_execute": window["emitted"], "bolt_ack": window["emitted"],
-                               "clean_up": 1}
+    # the window bolt: every tuple executed, every result emitted (at most once: no acks). The
+    # last windows may fire at the stop, after the last metrics report the summary holds, so
+    # the hook's count is at least the summary's, and the log bolt got no more than was emitted.
+    wh = hook("reducebykeyandwindow-1-5")
+    assert (wh["prepare"], wh["bolt_execute"], wh["clean_up"], set(wh)) == \
+        (1, words, 1, {"prepare", "bolt_execute", "emit", "clean_up"}), wh
+    assert wh["emit"] >= window["emitted"], (wh, window)
+    lh = hook("log-1-3")
+    assert (lh["prepare"], lh["clean_up"], set(lh)) == (1, 1, {"prepare", "bolt_execute", "bolt_ack", "clean_up"}), lh
+    assert window["emitted"] <= lh["bolt_execute"] == lh["bolt_ack"] <= wh["emit"], (lh, wh, window)
