@@ -46,6 +46,30 @@
     q.set("fragment", "1");
     return location.pathname + "?" + q.toString();
   }
+  // the last page this tab was shown, per URL: drawn at once on the next visit while the
+  // fresh one is fetched (a navigation is otherwise two round trips: page, then fragment)
+  var CACHE = "bittern.page:";
+  var CACHE_MAX = 256 * 1024;
+  function cacheKey() { return CACHE + location.pathname + location.search; }
+  function cacheGet() { try { return sessionStorage.getItem(cacheKey()); } catch (e) { return null; } }
+  function cachePut(html) {
+    try { if (html.length <= CACHE_MAX) { sessionStorage.setItem(cacheKey(), html); } } catch (e) { /* full */ }
+  }
+  function cacheClear() {
+    try {
+      for (var i = sessionStorage.length - 1; i >= 0; i--) {
+        var k = sessionStorage.key(i);
+        if (k && k.indexOf(CACHE) === 0) { sessionStorage.removeItem(k); }
+      }
+    } catch (e) { /* private mode */ }
+  }
+  function paint(html) {
+    var doc = new DOMParser().parseFromString("<main>" + html + "</main>", "text/html");
+    var main = document.getElementById("live");
+    main.replaceChildren.apply(main, Array.prototype.slice.call(doc.body.firstChild.childNodes));
+    wire();
+    drawGraph();
+  }
   function refresh(whole) {
     return fetch(fragmentUrl(), {headers: headers(), cache: "no-store"}).then(function (r) {
       if (r.status === 401) {
@@ -68,6 +92,7 @@
         }
         showSignin(false);
         if (r.status !== 200) { status("the server answered " + r.status, true); return null; }
+        cachePut(html);
         status("updated " + new Date().toLocaleTimeString());
         drawGraph();
         followLog();
@@ -262,11 +287,15 @@
     var signout = document.createElement("button");
     signout.type = "button";
     signout.textContent = "Sign out";
-    signout.addEventListener("click", function () { sessionStorage.removeItem(KEY); location.reload(); });
+    signout.addEventListener("click", function () { sessionStorage.removeItem(KEY); cacheClear(); location.reload(); });
     if (token()) { out.appendChild(signout); document.querySelector("header").appendChild(out); }
     wire();
     drawGraph();
-    if (!signedIn && token()) { refresh(true); }
+    if (!signedIn && token()) {
+      var cached = cacheGet();
+      if (cached) { paint(cached); status("as last shown; updating..."); }
+      refresh(true);
+    }
     if (!signedIn && !token()) { showSignin(true); }
     setInterval(function () {
       if (data.page === "logs") {
