@@ -166,13 +166,17 @@ def read_parent(path):
     return _parse_header(head, path)[3]
 
 
-def fsync_dir(path):
-    """fsync a directory (its entries: a rename or a new file in it made durable)."""
+def fsync_path(path):
+    """fsync a file (its bytes made durable) or a directory (its entries: a rename or a new
+    file in it made durable); an error is raised, not swallowed."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+fsync_dir = fsync_path  # (the name its callers use for directories)
 
 
 def _makedirs_durable(path):

@@ -254,6 +254,16 @@ def bolt_emit(emit, hooks):
         return result
     return hooked_emit
 
+def hook_bolt(bolt, process):
+    """Wrap ``bolt``'s per-tuple path with the hooks' calls, once a hook is added: ``process``
+    (heronpy's, or the window runtime's) becomes ``bolt.process``; its ``ack``, ``fail`` and
+    ``emit`` are wrapped in place."""
+    h, times = bolt.hooks, ReceiptTimes()
+    bolt.process = bolt_process(process, h, times)
+    bolt.ack = bolt_outcome(bolt.ack, h.bolt_ack, times)
+    bolt.fail = bolt_outcome(bolt.fail, h.bolt_fail, times)
+    bolt.emit = bolt_emit(bolt.emit, h)
 
-__all__ = ["AUTO_HOOKS_KEY", "ReceiptTimes", "Sent", "TaskHooks", "auto_hooks", "bolt_emit", "bolt_outcome",
+
+__all__ = ["AUTO_HOOKS_KEY", "ReceiptTimes", "Sent", "TaskHooks", "auto_hooks", "bolt_emit", "bolt_outcome", "hook_bolt",
            "bolt_process", "spout_emit", "spout_outcome"]

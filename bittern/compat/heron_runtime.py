@@ -242,11 +242,7 @@ class HeronBolt(_HeronHost, Bolt):
         if self._hooked:
             return
         self._hooked = True
-        h, times = self.hooks, heron_hooks.ReceiptTimes()
-        self.process = heron_hooks.bolt_process(self.heron.process, h, times)
-        self.ack = heron_hooks.bolt_outcome(self.ack, h.bolt_ack, times)
-        self.fail = heron_hooks.bolt_outcome(self.fail, h.bolt_fail, times)
-        self.emit = heron_hooks.bolt_emit(self.emit, h)
+        heron_hooks.hook_bolt(self, self.heron.process)
 
 
 __all__ = ["CLASS_KEY", "HeronBolt", "HeronContext", "HeronSpout", "HeronState", "StreamId"]

@@ -165,12 +165,8 @@ class StreamletWindowBolt(_HeronHost, WindowedBolt):
         if self._hooked:
             return
         self._hooked = True
-        h, times = self.hooks, heron_hooks.ReceiptTimes()
         # (process is the window runtime's per-tuple path, bound before initialize)
-        self.process = heron_hooks.bolt_process(self.process, h, times)
-        self.ack = heron_hooks.bolt_outcome(self.ack, h.bolt_ack, times)
-        self.fail = heron_hooks.bolt_outcome(self.fail, h.bolt_fail, times)
-        self.emit = heron_hooks.bolt_emit(self.emit, h)
+        heron_hooks.hook_bolt(self, self.process)
 
     def process_window(self, window):
         self.heron.processWindow(WindowContext(window.start, window.end), list(window.tuples))

@@ -43,6 +43,7 @@ import logging
 import os
 import re
 
+from ..ckptfile import fsync_path
 from .base import Inventory, SinkBolt, SinkError, TransactionalSink, task_of
 from .files import fsync_dir
 from .parquet_types import (TYPE_NAMES, ParquetSchemaError, arrow_type, check_writable, converter, fast_types,
@@ -51,14 +52,6 @@ from .parquet_types import (TYPE_NAMES, ParquetSchemaError, arrow_type, check_wr
 log = logging.getLogger("bittern.sinks")
 
 __all__ = ["ParquetSchemaError", "ParquetSink", "ParquetSinkBolt", "TYPE_NAMES", "check_writable"]
-
-
-def _fsync_file(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class _Part:
@@ -276,7 +269,7 @@ class ParquetSink(TransactionalSink):
                 continue
             part.writer.close()
             part.writer = None
-            _fsync_file(part.path)
+            fsync_path(part.path)
             pending = os.path.join(os.path.dirname(part.path), self.file_name("pending", n))
             os.replace(part.path, pending)
             dirs.add(os.path.dirname(pending))
