@@ -13,6 +13,8 @@ import re
 import time
 from urllib.parse import quote
 
+from .. import metrics_fmt
+from ..cli.common import fmt_duration
 from ..health_fmt import describe
 
 BUSY = 0.8  # capacity at which a bolt is shown as busy (Storm's UI turns it red at 0.8)
@@ -47,23 +49,11 @@ def pct(v):
 
 
 def duration(secs):
-    if not isinstance(secs, (int, float)):
-        return "-"
-    secs = int(secs)
-    if secs < 60:
-        return f"{secs}s"
-    if secs < 3600:
-        return f"{secs // 60}m{secs % 60:02d}s"
-    return f"{secs // 3600}h{secs % 3600 // 60:02d}m"
+    return fmt_duration(secs) if isinstance(secs, (int, float)) else "-"
 
 
 def human_bytes(n):
-    if not isinstance(n, (int, float)):
-        return "-"
-    for unit in ("B", "kB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
+    return metrics_fmt.human_bytes(n) if isinstance(n, (int, float)) else "-"
 
 
 def status_of(view):
