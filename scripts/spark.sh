@@ -62,10 +62,11 @@ launch() {  # DIR NAME CMD...: run CMD in its own session, log to DIR/NAME.log, 
 wait_for() {  # DIR NAME PORT WHAT: up to 120 s for PORT to accept (JVMs on a busy machine are slow)
     local dir=$1 name=$2 port=$3
     for _ in $(seq 600); do
-        if listening "$port" && { [ "$name" != worker ] || grep -q "Successfully registered with master" "$dir/worker.log"; }; then
+        if listening "$port" && { [ "$name" != worker ] || grep -qs "Successfully registered with master" "$dir/worker.log"; }; then
             return 0
         fi
-        running_pid "$dir" "$name" >/dev/null || break
+        # alive, not running_pid: just after the fork its command line is still bash's
+        kill -0 "$(cat "$dir/$name.pid")" 2>/dev/null || break
         sleep 0.2
     done
     echo "spark.sh: the $name on $dir did not come up; log tail:" >&2

@@ -21,7 +21,11 @@ yes                    no               most gets the most data (a hot key); mor
                                         instances do not split a key, so report only
 =====================  ===============  ==========================================
 
-Data skew is diagnosed without pressure as well, when both skews point at it.
+Data skew is diagnosed without pressure as well, when both skews point at it, and
+never for a bolt whose every input is spread evenly (shuffle, none: round robin, so
+no instance can get more data than another over time): there a rate skew is an
+instance catching up on its own backlog, and the queue skew decides as if there
+were none (a slow instance just restarted or unblocked looks like that).
 OVER_PROVISIONED, while nothing in the topology is under pressure and no spout is
 throttled: the true-rate model (ds2.py) needed fewer tasks than the bolt has
 (EXCESS_PARALLELISM) for ``scale.down.windows`` rounds in a row; for a bolt the
@@ -61,12 +65,12 @@ def _evidence(m, component):
             "spouts_throttled": m.throttled}
 
 
-def diagnose(symptoms, m, s, low_windows=None, down=None, modeled=()):
+def diagnose(symptoms, m, s, low_windows=None, down=None, modeled=(), even=()):
     """Diagnoses, most severe first. ``low_windows``: component -> rounds in a row
     with LOW_UTILIZATION; ``down``: component -> the model's required parallelism in
     each of the calm rounds in a row that found it over-provisioned (both kept by the
     manager); ``modeled``: components the model has numbers for (only it scales them
-    down)."""
+    down); ``even``: bolts whose every input is spread evenly (no data skew there)."""
     low_windows, down = low_windows or {}, down or {}
     out = []
     pressured = set()
@@ -74,7 +78,7 @@ def diagnose(symptoms, m, s, low_windows=None, down=None, modeled=()):
         name = c.name
         mine = [x for x in symptoms if x.component == name]
         pressure = _pressure(symptoms, m, name)
-        rate_skew = next((x for x in mine if x.kind == PROCESSING_RATE_SKEW), None)
+        rate_skew = next((x for x in mine if x.kind == PROCESSING_RATE_SKEW and name not in even), None)
         q_skew = next((x for x in mine if x.kind == QUEUE_SKEW), None)
         if pressure:
             pressured.add(name)

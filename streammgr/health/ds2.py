@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 MAX_TRUSTED_THROTTLE = 0.9  # a spout paused more than this: its demand is a lower bound
 NOISE = 0.05  # relative: rates this close to a whole number of tasks round down
 UNSPLIT = ("all", "global")  # groupings whose load more tasks do not split
+EVEN_GROUPINGS = ("shuffle", "none")  # round robin from each emitter: no instance gets more than another
 DEFAULT_STREAM = "default"
 
 
@@ -94,6 +95,14 @@ class Graph:
     def inputs(self, component):
         """[(source, stream, grouping)] into ``component``."""
         return [(s, st, g) for s, st, d, g in self.edges if d == component]
+
+    def evenly_fed(self):
+        """Bolts whose every input is spread round robin (shuffle, none), so that no
+        instance of theirs can get more data than another over time."""
+        fed = {}
+        for _s, _st, d, g in self.edges:
+            fed[d] = fed.get(d, True) and g in EVEN_GROUPINGS
+        return {c for c, ok in fed.items() if ok}
 
     def streams(self, component):
         """The streams ``component`` declares (or, not known, those it has subscribers on)."""

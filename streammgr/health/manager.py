@@ -168,7 +168,8 @@ class HealthManager:
             "demand": round(e.demand, 2), "true_rate_per_task": round(e.true_rate_per_task, 2)
             if e.true_rate_per_task is not None else None}) for c, e in excess.items()]
         modeled = {c for c, e in (model or {}).items() if e.required is not None}
-        diagnoses = diagnose(symptoms, m, s, self.low_windows, self.down, modeled)
+        diagnoses = diagnose(symptoms, m, s, self.low_windows, self.down, modeled,
+                             self.graph.evenly_fed() if self.graph is not None else ())
         self._remember_pressure(diagnoses, model)
         # what may not be scaled along with another component: more tasks do not fix it
         not_up = {d.component for d in diagnoses if d.kind in (DATA_SKEW, SLOW_INSTANCE)} | \

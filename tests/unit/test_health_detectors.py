@@ -155,3 +155,22 @@ def test_over_provisioned_needs_sustained_rounds_and_calm():
     m2 = measure(topo([bolt(cpu=5), bolt(cpu=5), bolt(cpu=5)], [{"kind": "bolt", "cpu_percent": 90.0}],
                       throttled=0.3))
     assert all(d.kind != OVER_PROVISIONED for d in diagnose(det.detect(m2, S), m2, S, {"split": 9}))
+
+
+def test_no_data_skew_where_every_input_is_round_robin():
+    """A shuffle-fed bolt cannot get more data on one instance: a slow instance that
+    catches up on its backlog executes the most for a while, and is still slow."""
+    m = measure(topo([bolt(bp=0.4, q=9 * MB, rate=400), bolt(q=MB // 2, rate=100), bolt(q=MB // 4, rate=110)],
+                     [bolt()], throttled=0.4))
+    [d] = diagnose(det.detect(m, S), m, S, even={"split"})
+    assert (d.kind, d.component, d.task) == (SLOW_INSTANCE, "split", 2)
+    # no pressure: a catching-up instance alone is nothing to diagnose
+    m2 = measure(topo([bolt(q=3 * MB, rate=400), bolt(q=MB // 4, rate=100)], [bolt()]))
+    assert diagnose(det.detect(m2, S), m2, S, even={"split"}) == []
+
+
+def test_evenly_fed_bolts_are_those_with_only_round_robin_inputs():
+    from streammgr.health.ds2 import Graph
+    g = Graph.of(("spout", "split"), ("split", "count", "fields"), ("spout", "mixed"), ("split", "mixed", "fields"),
+                 ("count", "sink", "none"))
+    assert g.evenly_fed() == {"split", "sink"}
