@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from urllib.parse import urlsplit
 
 from ..privdir import private_dir
-from .source import SparkSourceError
+from .source import SparkSourceError, run_apart
 
 __all__ = ["parse_master", "preflight_master", "read_secret", "connect_session", "HelperDir",
            "check_versions", "helper_should_stop"]
@@ -206,38 +206,23 @@ def preflight_master(config):
 _CHECK = """
 import json, sys
 from bittern.spark.cluster import connect_session
-from bittern.spark.source import SparkSourceError
+from bittern.spark.source import SparkSourceError, APART_FAILED
 a = json.loads(sys.stdin.readline())
 try:
     connect_session(a["host"], a["port"], a["params"], a["token"], a["what"]).stop()
 except SparkSourceError as e:
     print(str(e), file=sys.stderr)
-    sys.exit(3)
+    sys.exit(APART_FAILED)
 """
 
 
 def _check_connect_apart(master, parsed, secret, timeout=300.0):
     """The Connect session check of :func:`preflight_master`, in a child process: the
     pyspark Connect client (pandas, pyarrow, gRPC: ~130 MB) is not kept for the whole
-    run by the process that submits (``bittern run`` stays up until the end). The
-    secret goes through the child's stdin, never its argv."""
+    run by the process that submits (``bittern run`` stays up until the end)."""
     what = f"spout.spark.master {master}"
-    arg = json.dumps({"host": parsed[1], "port": parsed[2], "params": parsed[3], "token": secret, "what": what})
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root] + [p for p in os.environ.get("PYTHONPATH", "").split(
-        os.pathsep) if p]))
-    try:
-        r = subprocess.run([sys.executable, "-c", _CHECK], input=arg + "\n", capture_output=True, text=True,
-                           timeout=timeout, env=env)
-    except subprocess.TimeoutExpired:
-        raise SparkSourceError(f"{what}: no answer to a Spark Connect session within {timeout:.0f}s") from None
-    if r.returncode == 0:
-        return
-    lines = [ln.strip() for ln in r.stderr.splitlines() if ln.strip()]
-    if r.returncode == 3 and lines:
-        raise SparkSourceError(lines[-1])
-    raise SparkSourceError(f"{what}: checking the Spark Connect session failed: "
-                           f"{lines[-1][:300] if lines else f'exit status {r.returncode}'}")
+    run_apart(_CHECK, {"host": parsed[1], "port": parsed[2], "params": parsed[3], "token": secret, "what": what},
+              f"{what}: checking the Spark Connect session", timeout)
 
 
 # -- the standalone driver helper ------------------------------------------------------------

@@ -2,7 +2,9 @@
 this before it starts anything, see :meth:`SparkSpout.preflight`): Java, the
 files, their format and their columns.
 
-Columns are read the cheap way: Parquet and ORC footers with pyarrow, a CSV's
+Columns are read the cheap way: Parquet and ORC footers with pyarrow (in a child
+process when the caller has not loaded pyarrow: ``bittern run`` stays up for the
+whole run and should not hold its ~40 MB for one look at the footers), a CSV's
 header line (``header`` option; without it Spark names the columns ``_c0``,
 ``_c1``, ...), the keys of a JSON-lines file's first :data:`JSON_SAMPLE_BYTES`
 bytes. A JSON key that first appears further down is not seen here; name it in
@@ -17,10 +19,12 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 from ..errors import BitternError
 
-__all__ = ["SparkSourceError", "FORMATS", "resolve_paths", "check_java", "file_columns", "shard"]
+__all__ = ["SparkSourceError", "FORMATS", "resolve_paths", "check_java", "file_columns", "files_columns", "shard",
+           "run_apart"]
 
 #: The formats a path source may name (Spark's built-in file sources).
 FORMATS = ("parquet", "orc", "csv", "json", "text")
@@ -146,3 +150,49 @@ def file_columns(path, fmt, options=None):
         raise SparkSourceError(f"spark source: {path} cannot be read as {fmt}: {type(e).__name__}: {e}") from None
     raise SparkSourceError(f"spark source: unknown format {fmt!r} (path sources read one of "
                            f"{', '.join(FORMATS)}; use an SQL or callable source for others)")
+
+
+APART_FAILED = 3  # the exit status of a child of run_apart that failed with a SparkSourceError
+
+
+def run_apart(code, payload, what, timeout=300.0):
+    """Run ``code`` (Python, reading one JSON line ``payload`` on stdin) in a child
+    interpreter that imports this package, so that what it loads is not kept by the
+    caller. The child prints its answer as JSON on stdout; a SparkSourceError there is
+    one line on stderr and exit status APART_FAILED, raised here as it was. Payloads go
+    through stdin (they may hold a secret), never argv."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root] + [p for p in os.environ.get("PYTHONPATH", "").split(
+        os.pathsep) if p]))
+    try:
+        r = subprocess.run([sys.executable, "-c", code], input=json.dumps(payload) + "\n", capture_output=True,
+                           text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise SparkSourceError(f"{what}: no answer within {timeout:.0f}s") from None
+    lines = [ln.strip() for ln in r.stderr.splitlines() if ln.strip()]
+    if r.returncode == APART_FAILED and lines:
+        raise SparkSourceError(lines[-1])
+    if r.returncode != 0:
+        raise SparkSourceError(f"{what} failed: {lines[-1][:300] if lines else f'exit status {r.returncode}'}")
+    return json.loads(r.stdout) if r.stdout.strip() else None
+
+
+_COLUMNS = """
+import json, sys
+from bittern.spark.source import SparkSourceError, file_columns, APART_FAILED
+a = json.loads(sys.stdin.readline())
+try:
+    print(json.dumps([file_columns(f, a["fmt"], a["options"]) for f in a["files"]]))
+except SparkSourceError as e:
+    print(str(e), file=sys.stderr)
+    sys.exit(APART_FAILED)
+"""
+
+
+def files_columns(files, fmt, options=None):
+    """:func:`file_columns` of each of ``files``; Parquet and ORC footers are read in
+    one child process unless pyarrow is already loaded here."""
+    if fmt in ("parquet", "orc") and "pyarrow" not in sys.modules and files:
+        return run_apart(_COLUMNS, {"files": list(files), "fmt": fmt, "options": options or {}},
+                         f"reading the {fmt} footers of {files[0]}{' and others' if len(files) > 1 else ''}")
+    return [file_columns(f, fmt, options) for f in files]

@@ -84,7 +84,7 @@ from ..api.reliable import EXHAUSTED, ReliableSpout
 from ..errors import TopologyError
 from .cluster import (HelperDir, connect_session, limit_malloc_arenas, parse_master, preflight_master, read_secret,
                       trim_malloc)
-from .source import FORMATS, SparkSourceError, check_java, file_columns, resolve_paths, shard
+from .source import FORMATS, SparkSourceError, check_java, files_columns, resolve_paths, shard
 from .typemap import row_converter
 
 __all__ = ["SparkSpout", "SparkSourceError"]
@@ -118,7 +118,7 @@ class SparkSpout(ReliableSpout):
             if cls.path:
                 files = resolve_paths(cls.path)
                 fmt = str(cls.format).lower()
-                cls.outputs = file_columns(files[0], fmt, cls.options)
+                cls.outputs = files_columns(files[:1], fmt, cls.options)[0]
 
     # -- configuration ----------------------------------------------------------------------
     @classmethod
@@ -161,8 +161,8 @@ class SparkSpout(ReliableSpout):
             raise SparkSourceError(f"spark source: unknown format {fmt!r} (path sources read one of "
                                    f"{', '.join(FORMATS)}; use an SQL or callable source for others)")
         wanted = list(cls.outputs or [])
-        for f in resolve_paths(value):
-            cols = file_columns(f, fmt, options)
+        files = resolve_paths(value)
+        for f, cols in zip(files, files_columns(files, fmt, options)):
             missing = [c for c in wanted if c not in cols]
             if missing:
                 raise SparkSourceError(f"{cls.__qualname__}: field {missing[0]!r} is not a column of {f} "

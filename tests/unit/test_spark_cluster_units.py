@@ -115,3 +115,32 @@ def test_helper_dir_clients_and_lock(tmp_path, monkeypatch):
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_the_preflight_reads_parquet_footers_in_a_child_and_keeps_no_pyarrow(tmp_path):
+    """``bittern run`` stays up for the whole run: its look at the footers must not
+    leave pyarrow (~40 MB) loaded in it. Good files give their columns, a bad one a
+    one-line error naming it, and neither loads pyarrow in the caller."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    good = tmp_path / "a.parquet"
+    pq.write_table(pa.table({"id": [1], "word": ["x"]}), good)
+    bad = tmp_path / "b.parquet"
+    bad.write_bytes(b"not parquet at all")
+    code = ("import json, sys\n"
+            "from bittern.spark.source import files_columns, SparkSourceError\n"
+            f"out = {{'cols': files_columns([{str(good)!r}], 'parquet')}}\n"
+            "try:\n"
+            f"    files_columns([{str(good)!r}, {str(bad)!r}], 'parquet')\n"
+            "except SparkSourceError as e:\n"
+            "    out['error'] = str(e)\n"
+            "out['pyarrow'] = 'pyarrow' in sys.modules\n"
+            "print(json.dumps(out))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert r.returncode == 0, r.stderr
+    import json
+    out = json.loads(r.stdout)
+    assert out["cols"] == [["id", "word"]]
+    assert str(bad) in out["error"] and "\n" not in out["error"], out
+    assert out["pyarrow"] is False
