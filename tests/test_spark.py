@@ -190,7 +190,7 @@ def committed_buckets(out):
 
 
 def test_exactly_once_survives_kill_9_of_a_spout_task(bittern, tmp_path):
-    rows = 400_000
+    rows = 200_000
     data = make_dataset(str(tmp_path / "data"), rows, 4)
     out = str(tmp_path / "out")
     p = bittern.popen("run", os.path.join(TOPOLOGIES, "spark_eo_count.py"), "--until-done", "--duration", "200",

@@ -26,7 +26,7 @@ import pyspark  # noqa: E402,F401
 
 SPARK_SH = os.path.join(ROOT, "scripts", "spark.sh")
 EO = os.path.join(TOPOLOGIES, "spark_eo_count.py")
-SEEDS = [int(s) for s in os.environ.get("BITTERN_SPARK_SEEDS", "1").split(",")]
+SEEDS = [int(s) for s in os.environ.get("BITTERN_SPARK_SEEDS", "1,2,3").split(",")]
 
 
 def procs_mentioning(text):
@@ -172,7 +172,7 @@ def run_exactly_once(bittern, tmp_path, spark, master, seed, kill_worker=False):
     and when: after some committed rows), again after more rows are committed, and with
     ``kill_worker`` the standalone worker too (restarted by spark.sh). Exact output."""
     rng = random.Random(seed)
-    rows = 400_000
+    rows = 200_000
     data = make_dataset(str(tmp_path / "data"), rows, 4)
     out = str(tmp_path / "out")
     p = bittern.popen("run", EO, "--until-done", "--duration", "400", "--json",
