@@ -428,6 +428,17 @@ class Api:
         """``(status, content type, body bytes)`` for ``method`` on ``target``
         (a path with an optional query string); ``accept`` is the request's
         Accept header (it chooses the format of /metrics). Never raises."""
+        status, result = self.answer(method, target, accept)
+        if isinstance(result, tuple):  # (content type, bytes)
+            return (status, *result)
+        return status, JSON_TYPE, dump_json(result)
+
+    def answer(self, method, target, accept=None, documents_only=False):
+        """``(status, document)`` (or ``(status, (content type, bytes))`` for the
+        Prometheus text) for ``method`` on ``target``, before any JSON is written: the
+        web UI in this process reads the documents as they are (writing a 100-task
+        topology's metrics as indented JSON and parsing it back was most of a page's
+        time). ``documents_only``: the Prometheus text is a 404. Never raises."""
         try:
             parts = urlsplit(target)
             handler, params, allowed = route(parts.path)
@@ -438,16 +449,15 @@ class Api:
                     check_path_name(params[key], field)
             query = parse_query(parts.query, allowed)
             if handler == "prometheus":
+                if documents_only:
+                    raise HttpError(404, f"{parts.path} is no JSON document")
                 params["accept"] = accept
-            result = getattr(self, "get_" + handler)(query=query, **params)
-            if isinstance(result, tuple):  # (content type, bytes)
-                return (200, *result)
-            return 200, JSON_TYPE, dump_json(result)
+            return 200, getattr(self, "get_" + handler)(query=query, **params)
         except HttpError as e:
-            return e.status, JSON_TYPE, dump_json({"error": e.message, **e.extra})
+            return e.status, {"error": e.message, **e.extra}
         except Exception as e:  # noqa: BLE001 - answer 500, never swallow: the traceback is logged
             log.exception("internal error answering %s %s", method, target)
-            return 500, JSON_TYPE, dump_json({"error": f"internal error: {type(e).__name__}: {e}"})
+            return 500, {"error": f"internal error: {type(e).__name__}: {e}"}
 
     # -- source access ------------------------------------------------------------------
     def _call(self, name, fn, *args):

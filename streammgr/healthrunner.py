@@ -216,7 +216,10 @@ class HealthRunner:
         except Exception as e:  # noqa: BLE001
             log.warning("health: no metrics document this round: %s", e)
             return out
+        # (kept a round as prev_doc: without the 10-minute chart series it has no use for)
         doc = {k: v for k, v in doc.items() if k not in ("healthmgr", "throughput")}
+        doc["components"] = {c: {k: v for k, v in view.items() if k != "series"}
+                             for c, view in (doc.get("components") or {}).items()}
         prev = self.hm.prev_doc
         decisions = self.hm.observe(doc, now)
         for d in decisions:

@@ -30,7 +30,7 @@ from . import healthrunner
 from .metrics import WINDOWS, MetricsStore
 from .tmauth import TmAuth
 from .tmfence import TmFencing
-from .tmmetrics import TmMetrics
+from .tmmetrics import TmMetrics, sample_period, series_points
 from .tmschema import MAX_CTRL_BYTES, NAME_MAX, ControlSchema, clip, show
 
 log = logging.getLogger("bittern.tmaster")
@@ -38,7 +38,6 @@ log = logging.getLogger("bittern.tmaster")
 STARTING, RUNNING, FAILED = "STARTING", "RUNNING", "FAILED"
 REPORT_TIMEOUT = 5.0
 STMGR_TIMEOUT = 5.0
-THROUGHPUT_POINTS = 120
 ERRORS_PER_COMPONENT = 20
 # components of the error records the topology master makes itself (besides the plan's)
 SYSTEM_ERROR_COMPONENTS = frozenset({topostatus.SYSTEM_COMPONENT, "checkpoint-store"})
@@ -70,7 +69,9 @@ class TopologyMaster(TmFencing, TmAuth, TmMetrics):
         self.started = time.monotonic()
         self.started_wall = time.time()
         self.metrics = MetricsStore(plan.packing.task_component, started=self.started)
-        self.throughput = deque(maxlen=THROUGHPUT_POINTS)  # (time, emitted by spouts, executed by bolts)
+        # throughput over 10 minutes (tmmetrics.py): the newest samples, the series' points between them
+        self.sample_every = sample_period(plan.config.get("topology.metrics.interval.secs"))
+        self.throughput, self.throughput_points = deque(maxlen=2), deque(maxlen=series_points(self.sample_every) - 1)
         self.kinds = {c.name: c.kind for c in plan.topology.components.values()}
         self.procstats = ProcStats()
         self.errors = []  # recent errors, newest last (ERRORS_PER_COMPONENT per component at most)
@@ -468,7 +469,6 @@ class TopologyMaster(TmFencing, TmAuth, TmMetrics):
         poller.register(self.sock, zmq.POLLIN)
         poller.register(waker.fd, zmq.POLLIN)
         self.write_status()
-        self.sample_every = float(self.plan.config["topology.metrics.interval.secs"]) or 2.0
         next_sample = time.monotonic()
         log.info("topology master of %s up at %s (pid %d)", self.name, self.plan.tmaster, os.getpid())
         try:

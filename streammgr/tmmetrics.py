@@ -1,16 +1,109 @@
 """The topology master's metrics documents (mixed into :class:`streammgr.tmaster.TopologyMaster`):
 ``metrics_doc`` for the live view, the HTTP API and the health manager, ``metrics_reply``
-for the CLI's report, and the throughput samples and checkpoint figures they carry."""
+for the CLI's report, and the throughput series (pure functions, below) and checkpoint
+figures they carry."""
 from __future__ import annotations
 
+import math
 import os
 import time
+
+# The throughput series span the last 10 minutes whatever the metrics interval: a sample
+# every max(interval, 1 s), at most SERIES_MAX_POINTS - 1 points between them, each a few
+# values per component (memory and documents stay small however many tasks there are).
+SERIES_SECS = 600.0
+SERIES_MAX_POINTS = 601
+# per component: emits, executes, execute latency sum (ms) and count, complete latency sum and count
+SAMPLE_KEYS = ("__emit-count", "__execute-count", "__execute-latency-sum-ms", "__execute-latency-count",
+               "__complete-latency-sum-ms", "__complete-latency-count")
+
+
+def sample_period(interval_secs):
+    """Seconds between two throughput samples for a metrics interval of ``interval_secs``."""
+    try:
+        secs = float(interval_secs)
+    except (TypeError, ValueError):
+        secs = 0.0
+    if not math.isfinite(secs) or secs <= 0:
+        secs = 2.0
+    return max(secs, SERIES_SECS / (SERIES_MAX_POINTS - 1))
+
+
+def series_points(period_secs):
+    """How many samples cover SERIES_SECS at one every ``period_secs`` (bounded)."""
+    return max(2, min(SERIES_MAX_POINTS, int(math.ceil(SERIES_SECS / period_secs)) + 1))
+
+
+def sample_of(now, component_totals):
+    """One throughput sample: ``(now, {component: (SAMPLE_KEYS totals...)})`` from
+    :meth:`MetricsStore.component_totals`."""
+    return (now, {c: tuple(v.get(k, 0) or 0 for k in SAMPLE_KEYS) for c, v in component_totals.items()})
+
+
+def _mean(total, n):
+    return round(total / n, 3) if n else None
+
+
+def point_of(older, newer, kinds):
+    """The series' point between two consecutive samples, or None (no time between them):
+    ``(time of the newer, topology values, {component: values})``. Topology values:
+    ``emit_rate`` (spouts' emits/s), ``execute_rate`` (bolts' executes/s),
+    ``execute_latency_ms`` (bolts' mean execute latency over the interval) and
+    ``complete_latency_ms`` (spouts' mean complete latency), a latency None when nothing
+    was measured. Per component: ``emit_rate``, and for a spout ``complete_latency_ms``,
+    for a bolt ``execute_rate`` and ``execute_latency_ms``. Counters that went back count 0."""
+    (t0, c0), (t1, c1) = older, newer
+    dt = t1 - t0
+    if dt <= 0:
+        return None
+    emit = execute = xsum = xn = csum = cn = 0
+    comps = {}
+    for comp, b in c1.items():
+        a = c0.get(comp)
+        if a is None:
+            continue
+        d = [max(0, y - x) for x, y in zip(a, b)]
+        if kinds.get(comp) == "spout":
+            emit, csum, cn = emit + d[0], csum + d[4], cn + d[5]
+            comps[comp] = {"emit_rate": round(d[0] / dt, 3), "complete_latency_ms": _mean(d[4], d[5])}
+        else:
+            execute, xsum, xn = execute + d[1], xsum + d[2], xn + d[3]
+            comps[comp] = {"emit_rate": round(d[0] / dt, 3), "execute_rate": round(d[1] / dt, 3),
+                           "execute_latency_ms": _mean(d[2], d[3])}
+    return (t1, {"emit_rate": round(emit / dt, 3), "execute_rate": round(execute / dt, 3),
+                 "execute_latency_ms": _mean(xsum, xn), "complete_latency_ms": _mean(csum, cn)}, comps)
+
+
+def points_of(samples, kinds):
+    """:func:`point_of` over each pair of consecutive samples (oldest first)."""
+    return [p for p in (point_of(a, b, kinds) for a, b in zip(samples, samples[1:])) if p is not None]
+
+
+def throughput_series(points, now):
+    """The topology's ``throughput`` (a metrics document's): per point, ``ago_secs`` (its
+    age at ``now``) and its topology values."""
+    return [{"ago_secs": round(now - t, 1), **topo} for t, topo, _ in points]
+
+
+def component_series(points, kinds, now):
+    """Per component, columns over the points: ``ago_secs`` and its values (None where the
+    component was not there yet)."""
+    cols = {c: ("emit_rate", "complete_latency_ms") if kind == "spout"
+            else ("emit_rate", "execute_rate", "execute_latency_ms") for c, kind in kinds.items()}
+    ago = [round(now - t, 1) for t, _, _ in points]
+    out = {}
+    for comp, names in cols.items():
+        vals = [p[2].get(comp) or {} for p in points]
+        out[comp] = {"ago_secs": ago, **{k: [v.get(k) for v in vals] for k in names}}
+    return out
 
 
 class TmMetrics:
     def metrics_doc(self, window="1m"):
         """The topology's metrics over ``window``: per component, per task, per stream
-        manager, and the recent throughput (for the live view and the HTTP API)."""
+        manager, and the recent throughput (for the live view and the HTTP API): the
+        topology's ``throughput`` points and each component view's ``series`` (columns)
+        over the last 10 minutes."""
         now = time.monotonic()
         packing = self.plan.packing
         tasks = {}
@@ -42,13 +135,11 @@ class TmMetrics:
                               "malformed": counters.get("malformed", 0), "denied": counters.get("denied", 0),
                               "cpu_percent": proc.get("__cpu-percent", 0.0),
                               "rss_bytes": proc.get("__rss-bytes", 0)}
-        points = list(self.throughput)
-        series = []
-        for (t0, e0, x0), (t1, e1, x1) in zip(points, points[1:]):
-            dt = t1 - t0
-            if dt > 0:
-                series.append({"ago_secs": round(now - t1, 1), "emit_rate": max(0, e1 - e0) / dt,
-                               "execute_rate": max(0, x1 - x0) / dt})
+        points = list(self.throughput_points)
+        series = throughput_series(points, now)
+        for name, s in component_series(points, self.kinds, now).items():
+            if name in comps:
+                comps[name]["series"] = s
         mine = self.procstats.read()
         return {"topology": self.name, "phase": self.phase, "active": self.active, "window": window,
                 "health": self.health_doc,
@@ -65,13 +156,14 @@ class TmMetrics:
                 **({"healthmgr": self.health.describe()} if self.health is not None else {})}
 
     def sample_throughput(self, now):
-        emitted = executed = 0
-        for task, m in self.metrics.task_totals().items():
-            if self.kinds.get(self.metrics.task_component[task]) == "spout":
-                emitted += m.get("__emit-count", 0)
-            else:
-                executed += m.get("__execute-count", 0)
-        self.throughput.append((now, emitted, executed))
+        """A sample of the components' totals, and the series' point since the last one
+        (computed once here, not at every metrics document)."""
+        sample = sample_of(now, self.metrics.component_totals())
+        if self.throughput:
+            point = point_of(self.throughput[-1], sample, self.kinds)
+            if point is not None:
+                self.throughput_points.append(point)
+        self.throughput.append(sample)
 
     def checkpoint_report(self):
         """The coordinator's metrics, plus what a bounded run waits for: ``committed``,

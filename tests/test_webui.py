@@ -114,9 +114,34 @@ def sign_in(page, token):
     page.click("#signin-form button[type=submit]")
 
 
-def check_topology_page(page, base, artifacts, tag):
-    """Graph with every component and edge, grouping labels, live rates, chart."""
+def series_points(base, token):
+    """How many points the topology's throughput series has (the JSON API's metrics)."""
+    return len(api(base, f"/api/v1/topologies/{NAME}/metrics", token)[1].get("throughput") or [])
+
+
+def chart_points(page, ids):
+    """``data-points`` of each chart drawn (a uPlot in it), as the page shows them now."""
+    return page.evaluate("(ids) => ids.map(id => { const c = document.getElementById(id);"
+                         " return c && c.querySelector('.uplot') ? parseInt(c.dataset.points, 10) : -1; })", ids)
+
+
+def first_answer(page, ids):
+    """Wait until the page's first fresh answer is shown (the script's status line) and the
+    charts ``ids`` are drawn (the libraries may run after the answer came)."""
+    page.wait_for_function("(ids) => document.getElementById('status').textContent.startsWith('updated')"
+                           " && ids.every(id => document.querySelector('#' + id + ' .uplot'))",
+                           arg=ids, timeout=60000)
+
+
+def check_topology_page(page, base, token, artifacts, tag):
+    """Graph with every component and edge, grouping labels, live rates, charts that come
+    with their last minutes of points (not only what was polled since the page opened)."""
+    wait_for(lambda: series_points(base, token) >= 3, timeout=60, what="3 points of throughput sampled")
+    n = series_points(base, token)
     page.goto(f"{base}/ui/topologies/{NAME}")
+    first_answer(page, ["chart-throughput", "chart-latency"])
+    ts, lat = chart_points(page, ["chart-throughput", "chart-latency"])
+    assert ts >= n and lat >= n, (ts, lat, n)  # both charts drawn from the first answer's series
     page.wait_for_selector("#graph svg [data-node]")
     wait_for(lambda: {n.get_attribute("data-node") for n in page.query_selector_all("#graph [data-node]")}
              == COMPONENTS, timeout=30, what="every component in the graph")
@@ -133,7 +158,6 @@ def check_topology_page(page, base, artifacts, tag):
         row = page.query_selector("#t-components tbody tr:has(th:has-text('numbers'))")
         return float(row.query_selector_all("td")[2].text_content().replace(",", "") or 0) if row else 0
     wait_for(lambda: spout_rate() > 0, timeout=60, what="the spout's emit rate above 0 in the live table")
-    page.wait_for_selector("#chart-throughput .uplot", timeout=30000)
     shot(page, artifacts, f"{tag}-topology")
 
 
@@ -145,13 +169,19 @@ def check_pages(page, base, token, artifacts, tag):
     page.goto(f"{base}/ui/")
     page.wait_for_selector(f"#t-topologies a:has-text('{NAME}')")
     shot(page, artifacts, f"{tag}-list")
-    check_topology_page(page, base, artifacts, tag)
-    # the component page: one row per task, rates moving between two live updates
+    check_topology_page(page, base, token, artifacts, tag)
+    # the component page: one row per task, rates moving between two live updates, its
+    # charts drawn with the component's points at once
+    n = series_points(base, token)
     page.goto(f"{base}/ui/topologies/{NAME}/components/check")
+    first_answer(page, ["chart-rate", "chart-latency"])
+    rate, lat = chart_points(page, ["chart-rate", "chart-latency"])
+    assert rate >= n and lat >= n, (rate, lat, n)
+    legend = page.text_content("#chart-rate .u-legend")
+    assert "emit" in legend and "execute" in legend, legend
     wait_for(lambda: len(page.query_selector_all("#t-tasks tbody tr")) == 2, timeout=30, what="2 task rows")
     first = page.text_content("#t-tasks tbody")
     wait_for(lambda: page.text_content("#t-tasks tbody") != first, timeout=30, what="task metrics updating")
-    page.wait_for_selector("#chart-rate .uplot", timeout=30000)
     shot(page, artifacts, f"{tag}-component")
     # the bolt's error, with its traceback (the '<' of its text shown, not parsed)
     page.goto(f"{base}/ui/topologies/{NAME}/errors")
@@ -263,6 +293,10 @@ def check_no_js(browser_obj, base, token, artifacts):
         assert set(rows) == COMPONENTS
         assert [th.text_content() for th in page.query_selector_all("#t-streams-edges thead th")][:4] == \
             ["from", "to", "stream", "grouping"]
+        # the charts' newest points as a table (no script to draw them)
+        assert len(page.query_selector_all("#t-recent-throughput tbody th")) >= 3
+        assert [th.text_content() for th in page.query_selector_all("#t-recent-throughput thead th")] == \
+            ["ago", "spouts emit/s", "bolts execute/s", "execute ms", "complete ms"]
         shot(page, artifacts, "local-nojs-topology")
     finally:
         ctx.close()

@@ -109,12 +109,10 @@ def main(args, state, home):
 
 def mount_webui(server, source, state, home, token, args):
     """The web UI under /ui/ (bittern/webui), and the actions with --allow-actions."""
-    from ..webui import LocalLogs, WebUI
+    from ..webui import LocalLogs, WebUI, api_reader
     from ..webui.actions import LocalActions
 
-    def read(target):
-        status, _, body = server.api.handle("GET", target)
-        return status, body
+    read = api_reader(server.api)
 
     def drop(name):
         with server.api.lock:

@@ -32,6 +32,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import logging
 import os
 from urllib.parse import parse_qs, urlsplit
 
@@ -39,6 +40,7 @@ from .. import __version__, auth
 from ..httpsafe import Reject, check_name, path_segments
 from . import render
 
+log = logging.getLogger("bittern.webui")
 STATIC_DIR = os.path.join(os.path.dirname(__file__), "static")
 # static files are named with their digest (?v=TAG): cached for good, refetched when changed
 STATIC_CACHE = "public, max-age=31536000, immutable"
@@ -228,12 +230,16 @@ class WebUI:
             raise UiError(400, r.message) from None
 
     def get(self, target):
-        """A document of the JSON API, or :class:`UiError` with its status and message."""
+        """A document of the JSON API, or :class:`UiError` with its status and message.
+        ``read`` answers the JSON text, or the document itself (:func:`api_reader`)."""
         status, body = self.read(target)
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            raise UiError(502, f"the API answered {target} with something not JSON") from None
+        if isinstance(body, (dict, list)):
+            doc = body
+        else:
+            try:
+                doc = json.loads(body)
+            except ValueError:
+                raise UiError(502, f"the API answered {target} with something not JSON") from None
         if status != 200:
             raise UiError(status, doc.get("error", "error") if isinstance(doc, dict) else "error")
         return doc
@@ -330,13 +336,25 @@ class NimbusLogs:
         return self._call(name, {"file": [file], "tail": [str(tail)]})
 
 
-def for_nimbus(napi, zk_status):
-    """The web UI of a nimbus (``napi``: its ``nimbus.api.NimbusApi``; ``zk_status()``: how
-    ZooKeeper is). Reads go through the same :class:`bittern.httpapi.Api` as the JSON API."""
+def api_reader(api):
+    """``read(target)`` for :class:`WebUI` over a :class:`bittern.httpapi.Api` in this
+    process: ``(status, the document)`` as the JSON API would answer it, without the
+    JSON text in between (see ``Api.answer``)."""
+    from ..metrics_fmt import json_safe
 
     def read(target):
-        status, _, body = napi.reads.handle("GET", target)
-        return status, body
+        status, doc = api.answer("GET", target, documents_only=True)
+        return status, json_safe(doc)  # (what JSON can hold, as the JSON API answers it)
+
+    return read
+
+
+def for_nimbus(napi, zk_status):
+    """The web UI of a nimbus (``napi``: its ``nimbus.api.NimbusApi``; ``zk_status()``: how
+    ZooKeeper is). Reads go through the same :class:`bittern.httpapi.Api` as the JSON API
+    (in-process: :func:`api_reader`)."""
+
+    read = api_reader(napi.reads)
 
     def cluster():
         zk = zk_status()

@@ -107,11 +107,13 @@ def page(title, body, *, ctx, crumbs=(), data=None):
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
             f"<title>{e(title)} - Bittern</title>"
+            '<link rel="icon" href="data:,">'  # (no request for /favicon.ico on every page)
             f'<link rel="stylesheet" href="/ui/static/vendor/uPlot.min.css{v}">'
             f'<link rel="stylesheet" href="/ui/static/app.css{v}">'
+            # (app.js first: it asks for the page's data while the libraries are still run)
+            f'<script src="/ui/static/app.js{v}" defer></script>'
             f'<script src="/ui/static/vendor/dagre.min.js{v}" defer></script>'
             f'<script src="/ui/static/vendor/uPlot.iife.min.js{v}" defer></script>'
-            f'<script src="/ui/static/app.js{v}" defer></script>'
             f"</head><body {battrs}>"
             '<a class="skip" href="#live">Skip to content</a>'
             f'<header><nav aria-label="main"><strong>Bittern</strong> {" | ".join(nav)}</nav>'
@@ -301,7 +303,7 @@ def actions_panel(name, comps, ctx):
 
 
 def topology(name, plan, m, ctx):
-    g = json.dumps(graph_data(plan, m), sort_keys=True)
+    g = json.dumps(metrics_fmt.json_safe(graph_data(plan, m)), sort_keys=True, allow_nan=False)
     comps = [(c, p.get("par")) for c, p in sorted(components_of(plan).items())]
     links = (f'<p>{link(f"/ui/topologies/{q(name)}/errors", "Errors")} | '
              f'{link(f"/ui/topologies/{q(name)}/logs", "Logs")}</p>')
@@ -311,17 +313,80 @@ def topology(name, plan, m, ctx):
             'backpressure (the component spent time in backpressure); dashed border = backpressure.</p>'
             f'<div id="graph" data-live="1" data-graph="{e(g)}"></div></section>'
             + component_rows(name, plan, m) + edge_table(plan, m)
-            + '<section aria-labelledby="charts-h"><h2 id="charts-h">Throughput and latency (last 10 minutes)'
-            '</h2><div id="chart-throughput" class="chart"></div><div id="chart-latency" class="chart"></div>'
-            f'</section>{throughput_table(m)}'
-            + health_table(m) + stmgr_table(m) + actions_panel(name, comps, ctx))
+            + charts_section("Throughput and latency (last 10 minutes)", columns(m.get("throughput")), [
+                ("chart-throughput", "Throughput (tuples/s)", TOPOLOGY_RATES),
+                ("chart-latency", "Latency (ms, mean over each point's interval)", LATENCY_SERIES)])
+            + throughput_table(m) + health_table(m) + stmgr_table(m) + actions_panel(name, comps, ctx))
+
+
+# what the charts draw: (key of the series, label)
+TOPOLOGY_RATES = (("emit_rate", "spouts emit"), ("execute_rate", "bolts execute"))
+COMPONENT_RATES = (("emit_rate", "emit"), ("execute_rate", "execute"))
+LATENCY_SERIES = (("execute_latency_ms", "execute"), ("complete_latency_ms", "complete"))
+SERIES_KEYS = ("ago_secs",) + tuple(k for k, _ in TOPOLOGY_RATES + LATENCY_SERIES)
+
+
+def columns(points):
+    """The topology's ``throughput`` points (a list of dicts, oldest first) as columns, the
+    shape of a component's ``series``: ``{"ago_secs": [...], "emit_rate": [...], ...}``
+    (a value that is not a number is None)."""
+    out = {k: [] for k in SERIES_KEYS}
+    for p in points or []:
+        if not isinstance(p, dict) or not isinstance(p.get("ago_secs"), (int, float)):
+            continue
+        for k in SERIES_KEYS:
+            v = p.get(k)
+            out[k].append(v if isinstance(v, (int, float)) and not isinstance(v, bool) else None)
+    return out
+
+
+def chart_data(series, keys):
+    """What one chart draws, as JSON for the script (``data-series``): the ages of the
+    points and the columns of ``keys`` the series has, numbers or None; pure JSON (no NaN
+    or infinity: JSON.parse refuses them)."""
+    series = series if isinstance(series, dict) else {}
+    ago = [v if _finite(v) else None for v in series.get("ago_secs") or []]
+    cols = [[k, label, [v if _finite(v) else None for v in series.get(k)][:len(ago)]]
+            for k, label in keys if isinstance(series.get(k), list)]
+    return {"ago_secs": ago, "series": [{"key": k, "label": label, "values": v} for k, label, v in cols]}
+
+
+def _finite(v):
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and abs(v) != float("inf")
+
+
+def charts_section(title, series, charts):
+    """The charts' boxes, each with its data (``data-series``, ``data-points``: drawn by the
+    script at once, no second request); ``data-live``: a live update brings fresh data."""
+    boxes = []
+    for cid, ctitle, keys in charts:
+        d = chart_data(series, keys)
+        boxes.append(f'<div id="{e(cid)}" class="chart" data-live="1" data-title="{e(ctitle)}" '
+                     f'data-points="{len(d["ago_secs"])}" data-series="{e(json.dumps(d, allow_nan=False))}"></div>')
+    return (f'<section aria-labelledby="charts-h"><h2 id="charts-h">{e(title)}</h2>{"".join(boxes)}</section>')
 
 
 def throughput_table(m):
-    rows = [[e(f"-{p.get('ago_secs')}s"), e(num(p.get("emit_rate"))), e(num(p.get("execute_rate")))]
-            for p in (m.get("throughput") or [])[-10:]]
+    rows = [[e(f"-{p.get('ago_secs')}s"), e(num(p.get("emit_rate"))), e(num(p.get("execute_rate"))),
+             e(ms(p.get("execute_latency_ms"))), e(ms(p.get("complete_latency_ms")))]
+            for p in reversed((m.get("throughput") or [])[-10:]) if isinstance(p, dict)]
     return ('<details><summary>Throughput samples (table)</summary>'
-            + table("Recent throughput", ["ago", "spouts emit/s", "bolts execute/s"], rows) + "</details>")
+            + table("Recent throughput", ["ago", "spouts emit/s", "bolts execute/s", "execute ms", "complete ms"],
+                    rows) + "</details>")
+
+
+def series_table(series, keys):
+    """The newest 10 points of a component's series as a table (the charts without JavaScript)."""
+    series = series if isinstance(series, dict) else {}
+    ago = series.get("ago_secs") or []
+    have = [(k, label) for k, label in keys if isinstance(series.get(k), list)]
+    rows = []
+    for i in range(len(ago) - 1, max(-1, len(ago) - 11), -1):
+        rows.append([e(f"-{ago[i]}s")] + [e(ms(series[k][i]) if k.endswith("_ms") else num(series[k][i]))
+                                          if i < len(series[k]) else "-" for k, _ in have])
+    return ('<details><summary>Recent samples (table)</summary>'
+            + table("Recent samples", ["ago"] + [f"{label} {'ms' if k.endswith('_ms') else '/s'}"
+                                                 for k, label in have], rows) + "</details>")
 
 
 def component(name, comp, doc, ctx):
@@ -347,8 +412,10 @@ def component(name, comp, doc, ctx):
     return (f'<p>{link(f"/ui/topologies/{q(name)}", name)} | '
             f'{link(f"/ui/topologies/{q(name)}/errors?component={q(comp)}", "Errors")}</p>'
             + table(f"Component {comp}", ["what", "value"], summ, cls="summary")
-            + '<section aria-labelledby="charts-h"><h2 id="charts-h">Rates and latency (since this page opened)'
-            '</h2><div id="chart-rate" class="chart"></div><div id="chart-latency" class="chart"></div></section>'
+            + charts_section("Rates and latency (last 10 minutes)", v.get("series"), [
+                ("chart-rate", "Rates (tuples/s)", COMPONENT_RATES),
+                ("chart-latency", "Latency (ms, mean over each point's interval)", LATENCY_SERIES)])
+            + series_table(v.get("series"), COMPONENT_RATES + LATENCY_SERIES)
             + table("Tasks", ["task", "container", "pid", "emitted", "executed", "acked", "failed", "emit/s",
                               "exec/s", "latency ms", "capacity", "backpressure", "status", "cpu %", "rss"], rows)
             + panel)

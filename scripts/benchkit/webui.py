@@ -5,8 +5,9 @@ mode under a fresh home, ``bittern serve`` started on it, then per page:
 * ``server_ms``: the whole HTML page over HTTP with the token (median of ``runs`` GETs),
   which includes the topology master's metrics round trip;
 * ``browser_ms`` (when /usr/bin/chromium and Playwright are there): headless Chromium from
-  navigation to the page drawn (graph laid out by dagre and the charts there, or the tables
-  for the pages without them), the token signed in once beforehand (median of ``runs``).
+  navigation to the page drawn (graph laid out by dagre and both charts drawn by uPlot with
+  their points, or the tables for the pages without them), the token signed in once
+  beforehand (median of ``runs``).
 
 Everything is stopped and the home removed at the end."""
 from __future__ import annotations
@@ -90,7 +91,8 @@ def _browser(base, token, pages, runs):
                 for _ in range(runs):
                     t0 = time.monotonic()
                     page.goto(base + path)
-                    page.wait_for_selector(ready, timeout=30000)
+                    for selector in ready:
+                        page.wait_for_selector(selector, timeout=30000)
                     times.append((time.monotonic() - t0) * 1000)
                 out[label] = statistics.median(times)
         finally:
@@ -107,7 +109,9 @@ def main(a):
         f.write(TOPOLOGY)
     serve = None
     try:
-        subprocess.run([sys.executable, "-m", "bittern", "submit", topo, "--name", NAME], env=env, cwd=ROOT,
+        # (100 processes may take over a minute to start on a loaded 2-core machine)
+        subprocess.run([sys.executable, "-m", "bittern", "submit", topo, "--name", NAME,
+                        "--config", "bittern.startup.timeout.secs=240"], env=env, cwd=ROOT,
                        check=True, capture_output=True, timeout=300)
         log = open(os.path.join(home, "serve.out"), "w+")
         serve = subprocess.Popen([sys.executable, "-m", "bittern", "serve", "--port", "0"], env=env, cwd=ROOT,
@@ -126,11 +130,12 @@ def main(a):
         plan = json.loads(_get(base + f"/api/v1/topologies/{NAME}", token)[2])
         tasks = sum(c["par"] for c in plan["logical_plan"]["components"])
         time.sleep(5)  # a metrics interval or two, so that the pages have rates to show
-        pages = [("list", "/ui/", "#t-topologies tbody a"),
-                 ("topology", f"/ui/topologies/{NAME}", "#graph svg [data-node] >> nth=3"),
-                 ("component", f"/ui/topologies/{NAME}/components/split", "#t-tasks tbody tr >> nth=31"),
-                 ("errors", f"/ui/topologies/{NAME}/errors", "#t-errors-of-webui-bench-newest-first-per-component"),
-                 ("logs", f"/ui/topologies/{NAME}/logs", "ul.files a")]
+        charts = ".chart:not([data-points='0']) .uplot >> nth=1"  # both charts drawn, with points
+        pages = [("list", "/ui/", ["#t-topologies tbody a"]),
+                 ("topology", f"/ui/topologies/{NAME}", ["#graph svg [data-node] >> nth=3", charts]),
+                 ("component", f"/ui/topologies/{NAME}/components/split", ["#t-tasks tbody tr >> nth=31", charts]),
+                 ("errors", f"/ui/topologies/{NAME}/errors", ["#t-errors-of-webui-bench-newest-first-per-component"]),
+                 ("logs", f"/ui/topologies/{NAME}/logs", ["ul.files a"])]
         server = {}
         for label, path, _ in pages:
             times = []

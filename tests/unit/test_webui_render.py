@@ -127,3 +127,76 @@ def test_action_routes_and_bodies():
         with pytest.raises(ActionError, match=words) as e:
             check_rebalance(body)
         assert e.value.status == 400
+
+
+# -- the charts' series, embedded in the page (no second request) ------------------------------
+THROUGHPUT = [{"ago_secs": 4.0, "emit_rate": 10.0, "execute_rate": 20.0, "execute_latency_ms": 0.5,
+               "complete_latency_ms": None},
+              {"ago_secs": 2.0, "emit_rate": 12.0, "execute_rate": float("nan"), "execute_latency_ms": None,
+               "complete_latency_ms": 3.25},
+              {"emit_rate": 1.0}]  # no age: not a point
+
+
+def chart_attrs(text, cid):
+    import html as _html
+    import re as _re
+    m = _re.search(f'<div id="{cid}" class="chart" data-live="1" data-title="([^"]*)" data-points="(\\d+)" '
+                   'data-series="([^"]*)"></div>', text)
+    assert m, cid
+    return _html.unescape(m.group(1)), int(m.group(2)), json.loads(_html.unescape(m.group(3)))
+
+
+def test_topology_charts_come_with_the_page():
+    text = render.topology("wc", PLAN, dict(METRICS, throughput=THROUGHPUT), {"actions": False})
+    title, n, d = chart_attrs(text, "chart-throughput")
+    assert n == 2 and d == {"ago_secs": [4.0, 2.0], "series": [
+        {"key": "emit_rate", "label": "spouts emit", "values": [10.0, 12.0]},
+        {"key": "execute_rate", "label": "bolts execute", "values": [20.0, None]}]}  # NaN: no value
+    _, n, d = chart_attrs(text, "chart-latency")
+    assert n == 2 and [s["values"] for s in d["series"]] == [[0.5, None], [None, 3.25]]
+    assert "(last 10 minutes)" in text
+    # without JavaScript: the newest samples as a table, latency included
+    rows = text[text.index('id="t-recent-throughput"'):]
+    assert rows.index("-2.0s") < rows.index("-4.0s") and "3.25" in rows and "0.500" in rows
+
+
+def test_component_charts_from_its_series():
+    series = {"ago_secs": [3.0, 1.0], "emit_rate": [1.5, 2.5], "execute_rate": [3.0, None],
+              "execute_latency_ms": [0.25, 0.5]}
+    doc = {"kind": "bolt", "metrics": {"tasks": 2, "series": series}, "tasks": {}}
+    text = render.component("wc", EVIL, doc, {"actions": False})
+    _, n, d = chart_attrs(text, "chart-rate")
+    assert n == 2 and [(s["key"], s["values"]) for s in d["series"]] == [("emit_rate", [1.5, 2.5]),
+                                                                        ("execute_rate", [3.0, None])]
+    _, _, d = chart_attrs(text, "chart-latency")
+    assert [s["key"] for s in d["series"]] == ["execute_latency_ms"]  # a bolt has no complete latency
+    assert "since this page opened" not in text and "-1.0s" in text
+    # a component without series yet (an older topology master): empty charts, no error
+    _, n, d = chart_attrs(render.component("wc", "x", {"kind": "spout", "metrics": {}}, {"actions": False}),
+                          "chart-rate")
+    assert n == 0 and d == {"ago_secs": [], "series": []}
+
+
+def test_api_reader_answers_documents_in_process():
+    from bittern.httpapi import Api
+    from bittern.webui import api_reader
+
+    class Source:  # what bittern serve's LocalSource answers, for the pages read here
+        def topologies(self):
+            return [{"name": "wc", "state": "RUNNING"}]
+
+        def topology(self, name):
+            return PLAN
+
+        def metrics(self, name, window):
+            return dict(METRICS, window=window, uptime_secs=float("inf"))
+
+    read = api_reader(Api(Source()))
+    status, doc = read("/api/v1/topologies/wc/metrics?window=10m")
+    assert status == 200 and doc["window"] == "10m" and doc["uptime_secs"] is None  # as the JSON API
+    assert read("/api/v1/topologies/wc/metrics?window=5m")[0] == 400
+    status, doc = read("/api/v1/topologies/wc/components/nope")
+    assert status == 404 and "has no component 'nope'" in doc["error"]
+    ui = WebUI(read, lambda: "s3cret")
+    status, _, body, _ = get(ui, "/ui/topologies/wc")
+    assert status == 200 and "&lt;script&gt;alert" in body.decode() and 'id="chart-throughput"' in body.decode()

@@ -7,7 +7,6 @@
   "use strict";
   var KEY = "bittern.token";
   var POLL_MS = 2000;
-  var CHART_SECS = 600;
   var body = document.body;
   var data = body.dataset;
   var SVG = "http://www.w3.org/2000/svg";
@@ -23,7 +22,6 @@
     if (el) { el.textContent = text; el.className = bad ? "bad" : ""; }
   }
   function enc(s) { return encodeURIComponent(s); }
-  function topoPath() { return "/api/v1/topologies/" + enc(data.topology); }
 
   // -- sign in ----------------------------------------------------------------------------
   var signin = document.getElementById("signin");
@@ -51,9 +49,13 @@
   var CACHE = "bittern.page:";
   var CACHE_MAX = 256 * 1024;
   function cacheKey() { return CACHE + location.pathname + location.search; }
-  function cacheGet() { try { return sessionStorage.getItem(cacheKey()); } catch (e) { return null; } }
+  function cacheGet() {
+    try { return JSON.parse(sessionStorage.getItem(cacheKey()) || "null"); } catch (e) { return null; }
+  }
   function cachePut(html) {
-    try { if (html.length <= CACHE_MAX) { sessionStorage.setItem(cacheKey(), html); } } catch (e) { /* full */ }
+    try {
+      if (html.length <= CACHE_MAX) { sessionStorage.setItem(cacheKey(), JSON.stringify({t: dataTime, html: html})); }
+    } catch (e) { /* full */ }
   }
   function cacheClear() {
     try {
@@ -63,14 +65,27 @@
       }
     } catch (e) { /* private mode */ }
   }
-  function paint(html) {
-    var doc = new DOMParser().parseFromString("<main>" + html + "</main>", "text/html");
+  function paint(cached) {
+    var doc = new DOMParser().parseFromString("<main>" + cached.html + "</main>", "text/html");
     var main = document.getElementById("live");
     main.replaceChildren.apply(main, Array.prototype.slice.call(doc.body.firstChild.childNodes));
+    dataTime = cached.t || dataTime;
     wire();
-    drawGraph();
+    draw();
+  }
+  // when the data on the page was fetched: the charts' points are ages before it
+  var dataTime = Date.now() / 1000;
+  function swapIn(fresh) {
+    var old = document.getElementById(fresh.id);
+    if (!old) { return; }
+    if (old.classList.contains("chart") && charts[old.id]) {  // keep the chart: new data only
+      ["series", "points", "title"].forEach(function (k) { old.dataset[k] = fresh.dataset[k] || ""; });
+    } else {
+      old.replaceWith(fresh);
+    }
   }
   function refresh(whole) {
+    var asked = Date.now() / 1000;
     return fetch(fragmentUrl(), {headers: headers(), cache: "no-store"}).then(function (r) {
       if (r.status === 401) {
         showSignin(true);
@@ -80,21 +95,19 @@
       return r.text().then(function (html) {
         var doc = new DOMParser().parseFromString("<main>" + html + "</main>", "text/html");
         var main = document.getElementById("live");
+        dataTime = asked;
         if (whole || !signedIn) {
           main.replaceChildren.apply(main, Array.prototype.slice.call(doc.body.firstChild.childNodes));
           signedIn = true;
           wire();
         } else {
-          doc.querySelectorAll("[data-live][id]").forEach(function (fresh) {
-            var old = document.getElementById(fresh.id);
-            if (old) { old.replaceWith(fresh); }
-          });
+          doc.querySelectorAll("[data-live][id]").forEach(swapIn);
         }
         showSignin(false);
         if (r.status !== 200) { status("the server answered " + r.status, true); return null; }
         cachePut(html);
         status("updated " + new Date().toLocaleTimeString());
-        drawGraph();
+        draw();
         followLog();
         return true;
       });
@@ -167,60 +180,40 @@
     box.replaceChildren(svg);
   }
 
-  // -- charts (uPlot) over the JSON API ----------------------------------------------------
+  // -- charts (uPlot): the series come with the page (data-series), 10 minutes of them --------
   var charts = {};
-  var series = {t: [], a: [], b: []};
-  function chart(id, title, labels, xs, ys1, ys2) {
-    var box = document.getElementById(id);
-    if (!box || typeof uPlot === "undefined") { return; }
-    var dataArr = [xs, ys1, ys2];
-    if (charts[id] && charts[id].root.isConnected) { charts[id].setData(dataArr); return; }
-    box.replaceChildren();
-    charts[id] = new uPlot({title: title, width: Math.max(300, Math.min(900, box.clientWidth || 600)), height: 200,
-      series: [{}, {label: labels[0], stroke: "#1f6fb2", width: 2}, {label: labels[1], stroke: "#c2410c", width: 2,
-               dash: [6, 4]}]}, dataArr, box);
+  var COLOURS = [["#1f6fb2", null], ["#c2410c", [6, 4]]];  // colour and dash: not the colour alone
+  function drawChart(box) {
+    var d;
+    try { d = JSON.parse(box.dataset.series || "null"); } catch (e) { d = null; }
+    if (!d || !d.ago_secs) { return; }
+    var xs = d.ago_secs.map(function (a) { return dataTime - a; });
+    var arr = [xs].concat(d.series.map(function (s) { return s.values; }));
+    var key = d.series.map(function (s) { return s.key; }).join(",");
+    var c = charts[box.id];
+    if (c && c.bitternKey === key && box.contains(c.root)) {
+      c.setData(arr);
+    } else {
+      if (c) { c.destroy(); }
+      box.replaceChildren();
+      c = charts[box.id] = new uPlot({
+        title: box.dataset.title || "", width: Math.max(300, Math.min(900, box.clientWidth || 600)), height: 200,
+        series: [{}].concat(d.series.map(function (s, i) {
+          var look = COLOURS[i % COLOURS.length];
+          return {label: s.label, stroke: look[0], width: 2, dash: look[1] || undefined};
+        }))}, arr, box);
+      c.bitternKey = key;
+    }
     box.dataset.points = String(xs.length);
   }
-  function pollCharts() {
-    if (!signedIn && !token()) { return; }
-    var now = Date.now() / 1000;
-    if (data.page === "topology") {
-      fetch(topoPath() + "/metrics?window=1m", {headers: headers(), cache: "no-store"}).then(function (r) {
-        return r.ok ? r.json() : null;
-      }).then(function (m) {
-        if (!m) { return; }
-        var tp = (m.throughput || []).slice().reverse();
-        chart("chart-throughput", "Throughput (tuples/s)", ["spouts emit", "bolts execute"],
-              tp.map(function (p) { return now - p.ago_secs; }), tp.map(function (p) { return p.emit_rate; }),
-              tp.map(function (p) { return p.execute_rate; }));
-        var exec = 0, n = 0, compl = 0, cn = 0;
-        Object.keys(m.components || {}).forEach(function (k) {
-          var c = m.components[k];
-          if (c.execute_latency_count) { exec += c.execute_latency_ms * c.execute_latency_count; n += c.execute_latency_count; }
-          if (c.complete_latency_count) { compl += c.complete_latency_ms * c.complete_latency_count; cn += c.complete_latency_count; }
-        });
-        push(now, n ? exec / n : null, cn ? compl / cn : null);
-        chart("chart-latency", "Latency (ms, mean over 1 min; since this page opened)", ["execute", "complete"],
-              series.t, series.a, series.b);
-      });
-    } else if (data.page === "component") {
-      fetch(topoPath() + "/components/" + enc(data.component) + "?window=1m", {headers: headers(), cache: "no-store"})
-        .then(function (r) { return r.ok ? r.json() : null; }).then(function (d) {
-          if (!d) { return; }
-          var m = d.metrics || {};
-          push(now, m.emit_rate || 0, m.execute_rate || 0);
-          chart("chart-rate", "Rates (tuples/s)", ["emit", "execute"], series.t, series.a, series.b);
-          lat.t.push(now); lat.a.push(m.execute_latency_ms || null); lat.b.push(m.complete_latency_ms || null);
-          trim(lat);
-          chart("chart-latency", "Latency (ms)", ["execute", "complete"], lat.t, lat.a, lat.b);
-        });
-    }
+  function drawCharts() {
+    if (typeof uPlot === "undefined") { return; }
+    Object.keys(charts).forEach(function (id) {  // charts no longer on the page
+      if (!charts[id].root.isConnected) { charts[id].destroy(); delete charts[id]; }
+    });
+    document.querySelectorAll(".chart[data-series]").forEach(drawChart);
   }
-  var lat = {t: [], a: [], b: []};
-  function trim(s) {
-    while (s.t.length && s.t[0] < s.t[s.t.length - 1] - CHART_SECS) { s.t.shift(); s.a.shift(); s.b.shift(); }
-  }
-  function push(t, a, b) { series.t.push(t); series.a.push(a); series.b.push(b); trim(series); }
+  function draw() { drawGraph(); drawCharts(); }
 
   // -- actions ------------------------------------------------------------------------------
   function say(text, bad) {
@@ -290,22 +283,29 @@
     signout.addEventListener("click", function () { sessionStorage.removeItem(KEY); cacheClear(); location.reload(); });
     if (token()) { out.appendChild(signout); document.querySelector("header").appendChild(out); }
     wire();
-    drawGraph();
+    // the fresh page is asked for first; the graph and charts are drawn as soon as both it
+    // (or the copy this tab last showed) and the libraries are there
+    var first = null;
     if (!signedIn && token()) {
       var cached = cacheGet();
-      if (cached) { paint(cached); status("as last shown; updating..."); }
-      refresh(true);
+      if (cached && cached.html) { paint(cached); status("as last shown; updating..."); }
+      first = refresh(true);
     }
     if (!signedIn && !token()) { showSignin(true); }
-    setInterval(function () {
-      if (data.page === "logs") {
-        var box = document.getElementById("follow");
-        if (!box || !box.checked) { return; }
-      }
-      if (signedIn || token()) { refresh(false); }
-    }, POLL_MS);
-    pollCharts();
-    setInterval(pollCharts, POLL_MS);
+    draw();
+    if (first) { first.then(poll, poll); } else { poll(); }
   }
+  // a live update every POLL_MS after the last one answered (never two in flight)
+  function poll() {
+    setTimeout(function () {
+      var box = document.getElementById("follow");
+      var due = (signedIn || token()) && (data.page !== "logs" || (box && box.checked));
+      var p = due ? refresh(false) : null;
+      if (p) { p.then(poll, poll); } else { poll(); }
+    }, POLL_MS);
+  }
+  // app.js comes first of the deferred scripts: it asks for the page at once; the libraries
+  // (dagre, uPlot) run after it, before DOMContentLoaded, when the page is drawn
   if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", start); } else { start(); }
+  if (document.readyState !== "complete") { document.addEventListener("DOMContentLoaded", draw); }
 }());
