@@ -1,11 +1,11 @@
 """SparkSpout against a real Spark standalone master + worker and a real Spark Connect
 server, both started once for the module with scripts/spark.sh (authenticated, on
-127.0.0.1): bad masters refused at submit in one line; through Spark Connect, no JVM
-in a spout process, every row at least once after a kill -9 of a spout task (the other
-task's rows exactly once) and exact committed output under exactly once with kill -9s;
-through the standalone cluster's shared application, exact committed output with a
-spout task and the worker killed mid-read, one driver helper for the topology, and the
-helper gone after the topology."""
+127.0.0.1): bad masters refused at submit in one line; through either, every row at
+least once after a kill -9 of a spout task (the other task's rows exactly once); through
+Spark Connect, no JVM in a spout process and exact committed output under exactly once
+with kill -9s (3 seeds); through the standalone cluster's shared application, exact
+committed output with a spout task and the worker killed mid-read, one driver helper for
+the topology, and the helper gone after the topology."""
 from __future__ import annotations
 
 import os
@@ -16,7 +16,7 @@ import time
 import psutil
 import pytest
 
-from conftest import ROOT, TOPOLOGIES, processes_of
+from conftest import ROOT, TOPOLOGIES, processes_of, wait_for
 from test_spark import COUNT, _submit_fails, committed_buckets, counts, make_dataset
 from zkfixture import free_port
 
@@ -120,7 +120,13 @@ def finish(p, timeout):
             p.communicate()
 
 
-def test_connect_at_least_once_with_a_kill_9_of_a_spout_task(bittern, tmp_path, spark):
+@pytest.mark.parametrize("mode", ["connect", "master"])
+def test_at_least_once_with_a_kill_9_of_a_spout_task(bittern, tmp_path, spark, mode):
+    """Through Spark Connect and through the standalone cluster's shared application:
+    no row lost, the surviving task's rows exactly once, some of the killed task's
+    twice (it was killed mid-read and replayed its share). With Connect no spout
+    process starts a JVM; with the standalone cluster the only JVM is the driver
+    helper's (its own session: it outlives the killed task that started it)."""
     rows, files = 400_000, 4
     data = make_dataset(str(tmp_path / "data"), rows, files)
     out = str(tmp_path / "out")
@@ -128,8 +134,9 @@ def test_connect_at_least_once_with_a_kill_9_of_a_spout_task(bittern, tmp_path, 
     p = bittern.popen("run", COUNT, "--until-done", "--duration", "300", "--json",
                       "--config", f"spout.spark.path={data}", "--config", f"test.out={out}",
                       "--config", f"test.rows={rows}", "--config", "topology.reliability.mode=ATLEAST_ONCE",
-                      "--config", f"spout.spark.master={spark['connect']}",
-                      "--config", f"spout.spark.secret.file={spark['secret']}")
+                      "--config", f"spout.spark.master={spark[mode]}",
+                      "--config", f"spout.spark.secret.file={spark['secret']}",
+                      "--config", "spout.spark.driver.linger.seconds=3")
     peak, java_seen, base = {}, [], {}
 
     def reading():  # the victim (task 3) has its session and has been busy since
@@ -154,7 +161,14 @@ def test_connect_at_least_once_with_a_kill_9_of_a_spout_task(bittern, tmp_path, 
         if p.poll() is None:
             p.kill()
     assert p.returncode == 0, f"{stdout[-2000:]}\n{stderr[-3000:]}"
-    assert not java_seen, f"a Spark Connect spout process started a JVM: {java_seen}"
+    if mode == "connect":
+        assert not java_seen, f"a Spark Connect spout process started a JVM: {java_seen}"
+    else:
+        from bittern.spark.cluster import HelperDir
+        hd = HelperDir("spark_count", spark["master"], home=bittern.home)
+        assert all(hd.path in " ".join(psutil.Process(j).cmdline()) for j in java_seen if psutil.pid_exists(j)), \
+            f"a JVM of a spout process that is not the driver helper's: {java_seen}"
+        wait_for(lambda: not procs_mentioning(hd.path), timeout=60, what="the driver helper gone after the run")
     got = counts(out)
     per = rows // files  # task 0 (id 3) reads files 0 and 2, task 1 files 1 and 3
     mine = [i for i in range(rows) if (i // per) % 2 == 0]
@@ -163,7 +177,7 @@ def test_connect_at_least_once_with_a_kill_9_of_a_spout_task(bittern, tmp_path, 
     assert all(got[i] == 1 for i in other), "the surviving task's rows were not counted exactly once"
     twice = sum(1 for i in mine if got[i] == 2)
     assert 0 < twice < len(mine) and all(got[i] in (1, 2) for i in mine), (twice, "not killed mid-read?")
-    print(f"Connect, at least once: {twice} rows of the killed task counted twice; "
+    print(f"{mode}, at least once: {twice} rows of the killed task counted twice; "
           f"peak RSS of the spout processes (MB): {sorted(peak.values())}")
 
 
