@@ -69,9 +69,9 @@ class TopologyMaster(TmFencing, TmAuth, TmMetrics):
         self.started = time.monotonic()
         self.started_wall = time.time()
         self.metrics = MetricsStore(plan.packing.task_component, started=self.started)
-        # throughput over 10 minutes (tmmetrics.py): the newest samples, the series' points between them
+        # throughput over 10 minutes (tmmetrics.py): the newest sample, the series' points so far
         self.sample_every = sample_period(plan.config.get("topology.metrics.interval.secs"))
-        self.throughput, self.throughput_points = deque(maxlen=2), deque(maxlen=series_points(self.sample_every) - 1)
+        self.last_sample, self.throughput_points = None, deque(maxlen=series_points(self.sample_every) - 1)
         self.kinds = {c.name: c.kind for c in plan.topology.components.values()}
         self.procstats = ProcStats()
         self.errors = []  # recent errors, newest last (ERRORS_PER_COMPONENT per component at most)

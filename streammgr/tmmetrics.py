@@ -159,11 +159,11 @@ class TmMetrics:
         """A sample of the components' totals, and the series' point since the last one
         (computed once here, not at every metrics document)."""
         sample = sample_of(now, self.metrics.component_totals())
-        if self.throughput:
-            point = point_of(self.throughput[-1], sample, self.kinds)
+        if self.last_sample is not None:
+            point = point_of(self.last_sample, sample, self.kinds)
             if point is not None:
                 self.throughput_points.append(point)
-        self.throughput.append(sample)
+        self.last_sample = sample
 
     def checkpoint_report(self):
         """The coordinator's metrics, plus what a bounded run waits for: ``committed``,

@@ -100,7 +100,7 @@ def test_master_samples_keep_the_newest_points_only():
         def __init__(self):
             self.metrics = MetricsStore({1: "src", 2: "work"})
             self.kinds = {"src": "spout", "work": "bolt"}
-            self.throughput, self.throughput_points = deque(maxlen=2), deque(maxlen=3)
+            self.last_sample, self.throughput_points = None, deque(maxlen=3)
 
     m = Master()
     for i in range(6):
