@@ -428,3 +428,43 @@ class ListSampler:
         took = max([te - ts for ts, te, *_ in self.samples] or [0.0])
         return (f"{len(self.samples)} list samples (every {sum(gaps) / len(gaps):.2f}s on average, at most "
                 f"{max(gaps):.2f}s apart; a call took up to {took:.2f}s)")
+
+
+LOG_TIME = "%Y-%m-%d %H:%M:%S,%f"  # bittern's log lines begin with logging's asctime
+
+
+class EngineLog:
+    """What the cluster's daemons and topology masters say in their logs, as
+    time.monotonic() times: the engine's own word on when it was whole again."""
+
+    def __init__(self, cluster):
+        self.dir = cluster.dir
+        self.offset = time.time() - time.monotonic()
+
+    def _times(self, path, text):
+        """Monotonic times of the lines of ``path`` that contain ``text``."""
+        from datetime import datetime
+        out = []
+        try:
+            with open(path, errors="replace") as f:
+                for line in f:
+                    if text in line:
+                        try:
+                            out.append(datetime.strptime(line[:23], LOG_TIME).timestamp() - self.offset)
+                        except ValueError:
+                            pass  # a traceback's line that quotes the text
+        except FileNotFoundError:
+            pass
+        return out
+
+    def sessions(self, sid):
+        """Supervisor ``sid``'s ZooKeeper sessions: (times lost, times renewed)."""
+        log = os.path.join(self.dir, f"sup-{sid}.log")
+        return self._times(log, "ZooKeeper session lost"), self._times(log, "new ZooKeeper session")
+
+    def tmaster(self, sid, topology):
+        """The topology master of ``topology`` on supervisor ``sid``: (times it came up,
+        times it had every task registered)."""
+        log = os.path.join(self.dir, f"sup-{sid}", "logs", topology, "tmaster.log")
+        return (self._times(log, f"topology master of {topology} up at"),
+                self._times(log, f"topology {topology} is running"))

@@ -44,9 +44,14 @@ Checked for each, all failures collected and reported together:
       undelivered; (b) exactly once, at a sample taken when no number was committed
       for STUCK_SECS while numbers remain (bittern/topostatus.py's own stall rule,
       measured from the last commit the user saw, whichever topology master made it);
-  T3. once every number was delivered and the cluster is whole again (moved containers
-      had RESTART_SECS to start, the standby leads, ZooKeeper is back), it is RUNNING
-      again within RUNNING_AGAIN_SECS, at every later sample.
+  T3. once every number was delivered and the cluster is whole again, it is RUNNING
+      again within RUNNING_AGAIN_SECS, at every later sample. Whole again: the fault's
+      own end (moved containers had RESTART_SECS to start, the standby leads, ZooKeeper
+      is back), and what the engine itself logs (clusterkit.EngineLog): a supervisor
+      whose ZooKeeper session expired has a new one, and the topology master of the
+      container 0 assignment has every task registered, counted from when it came up
+      (how long processes take to start is the machine's load, not the status's
+      truth); a topology the engine never reports whole within WHOLE_CAP_SECS fails.
   (A container's supervisor seen gone by nimbus shows RESCHEDULING, but nimbus moves
   its containers within a reconcile, ~1 s, too short a window to sample reliably.)
 
@@ -71,7 +76,7 @@ import pytest
 from bittern import config as cfg
 from bittern.packing import PackingPlan
 from bittern.topostatus import stall_bound
-from clusterkit import (Cluster, ListSampler, alive, doubled_containers, kill_leftovers, process_tree,
+from clusterkit import (Cluster, EngineLog, ListSampler, alive, doubled_containers, kill_leftovers, process_tree,
                         signal_processes, topology_processes)
 from conftest import TOPOLOGIES, wait_for
 from eokit import check_exactly_once, committed_rows
@@ -126,6 +131,7 @@ SUPERVISOR_ARGS = ("--session-lost-grace", str(GRACE_SECS))
 HANG_SECS = GRACE_DEADLINE_SECS + 2 * SAMPLE_SECS  # c: still hung at the census after the grace period
 ORPHAN_SECS = 1.0  # PR_SET_PDEATHSIG: the kernel SIGKILLs the children as the supervisor dies
 STUCK_SECS = stall_bound(CKPT_INTERVAL_SECS, CKPT_TIMEOUT_SECS) + 0.5  # + the topology master's health check
+WHOLE_CAP_SECS = 60.0  # T3: how long after the fault's end the engine may take to report whole again
 RUNNING_AGAIN_SECS = NIMBUS_POLL_SECS + 0.5 + CKPT_INTERVAL_SECS  # a move written, health checked, a checkpoint
 
 
@@ -181,6 +187,8 @@ class Run:
         self.events = []  # (time, text)
         self.failures = []
         self.lists = ListSampler(c, SAMPLE_SECS, LIST_THREADS)
+        self.engine = EngineLog(c)
+        self.whole, self.awaited = {}, []  # by the engine's logs: {name: when whole again}, what is not
         self.census = []  # (time, [process dicts])
         # (time, distinct numbers delivered, deliveries, the smallest number not delivered yet)
         self.progress = {n: [] for n in self.names}
@@ -283,22 +291,65 @@ class Run:
         which the CLI may say ZooKeeper is unreachable."""
         self.deliver_by, self.dup_from, self.ok_from = deliver_by, dup_from, ok_from
         self.errors_ok = list(errors_ok)
-        while True:
-            now = time.monotonic()
-            # ... and long enough after the fault ended for a supervisor to restart what it would
-            end = max(dup_from + 2 * SAMPLE_SECS, ok_from + RUNNING_AGAIN_SECS + 4 * SAMPLE_SECS,
-                      self.t_end + RESTART_SECS + 2 * SAMPLE_SECS)
-            for n in self.names:
-                at = self.delivered_at.get(n)
-                if at is not None:
-                    end = max(end, at + RUNNING_AGAIN_SECS + 4 * SAMPLE_SECS)
-                else:  # failing: on until its deadline, and for the status said past it
-                    end = max(end, deliver_by[n] + RUNNING_AGAIN_SECS + 4 * SAMPLE_SECS)
-            if now >= end:
-                break
-            time.sleep(0.25)
+        state, asked = self.c.state(), 0.0
+        try:
+            while True:
+                now = time.monotonic()
+                if now >= asked + 1.0:
+                    asked = now
+                    self._read_engine(state)
+                # ... and long enough after the fault ended for a supervisor to restart what it would
+                end = max(dup_from + 2 * SAMPLE_SECS, ok_from + RUNNING_AGAIN_SECS + 4 * SAMPLE_SECS,
+                          self.t_end + RESTART_SECS + 2 * SAMPLE_SECS)
+                for n in self.names:
+                    at = self.delivered_at.get(n)
+                    if at is not None:
+                        end = max(end, at + RUNNING_AGAIN_SECS + 4 * SAMPLE_SECS)
+                    else:  # failing: on until its deadline, and for the status said past it
+                        end = max(end, deliver_by[n] + RUNNING_AGAIN_SECS + 4 * SAMPLE_SECS)
+                    if n in self.whole:
+                        end = max(end, self.whole[n] + RUNNING_AGAIN_SECS + 4 * SAMPLE_SECS)
+                    else:  # the engine has not said it is whole again: wait for it, up to the cap
+                        end = max(end, min(now + 1.0, self.t_end + WHOLE_CAP_SECS))
+                if now >= end:
+                    break
+                time.sleep(0.25)
+        finally:
+            state.close()
         self.stop()
         self.judge()
+
+    def _read_engine(self, state):
+        """When the engine's logs say each topology was whole again after the fault (see
+        T3): into ``whole`` ({name: time}), and ``awaited`` (what it has not said yet).
+        Only the supervisors the topology is assigned to count (nimbus shows it
+        RESCHEDULING while one of them has no session)."""
+        t0, whole, awaited = self.t0, {}, []
+        sessions = {}  # supervisor -> when it had a session again (None: not yet)
+        for sid in self.c.supervisors:
+            lost, renewed = (([t for t in ts if t >= t0]) for ts in self.engine.sessions(sid))
+            sessions[sid] = None if lost and (not renewed or renewed[-1] < lost[-1]) else max([t0, *renewed])
+        for n in self.names:
+            try:
+                asg = state.assignment(n) or {}
+            except Exception as e:  # noqa: BLE001 - ZooKeeper busy: the next read tells
+                awaited.append(f"{n}: its assignment ({type(e).__name__})")
+                continue
+            hosts = {w.get("supervisor") for w in (asg.get("containers") or {}).values()}
+            if any(sessions.get(h, t0) is None for h in hosts):
+                awaited.append(f"{n}: a new ZooKeeper session of supervisor "
+                               f"{', '.join(sorted(h for h in hosts if sessions.get(h, t0) is None))}")
+                continue
+            host = ((asg.get("containers") or {}).get("0") or {}).get("supervisor")
+            up, running = self.engine.tmaster(host, n) if host else ([], [])
+            since = up[-1] if up else None
+            if since is None or (host != self.c0_sid and since < t0):
+                awaited.append(f"{n}: its topology master on {host} up")
+            elif not running or running[-1] < since:
+                awaited.append(f"{n}: its topology master on {host} with every task")
+            else:
+                whole[n] = max([running[-1], *(sessions.get(h, t0) for h in hosts)])
+        self.whole, self.awaited = whole, awaited
 
     def judge(self):
         f = self.failures
@@ -349,8 +400,15 @@ class Run:
                     bad[f"T2 {n} RUNNING while numbers are overdue"].append((ts, st))
                 if st == "RUNNING" and n == self.eo and self._stuck(n, ts):
                     bad[f"T2 {n} RUNNING with nothing committed for {STUCK_SECS:g}s"].append((ts, st))
-                if at is not None and ts >= max(at, self.ok_from) + RUNNING_AGAIN_SECS and st != "RUNNING":
+                back = max(at or 0.0, self.ok_from, self.whole.get(n, 0.0))
+                if at is not None and n in self.whole and ts >= back + RUNNING_AGAIN_SECS and st != "RUNNING":
                     bad[f"T3 {n} not RUNNING again after recovery"].append((ts, st))
+        for n in self.names:
+            if n in self.whole and self.whole[n] > self.t0:
+                self.note(f"{n}: whole again by the engine's logs", self.whole[n])
+        if self.awaited:
+            self.failures.append(f"T3 the engine did not report the cluster whole again {WHOLE_CAP_SECS:g}s "
+                                 f"after the fault's end: no {'; no '.join(self.awaited)}")
         for n, changes in timeline.items():
             self.note(f"{n} listed: " + ", ".join(f"{s} from {self.rel(t)}" for t, s in changes), self.t0)
         for rule, seen in bad.items():
