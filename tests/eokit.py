@@ -17,6 +17,18 @@ def kill9(pid):
         pass
 
 
+def set_gate(path, n):
+    """Let exactly_once_seq.py's spout (``test.gate=path``) emit the numbers below ``n``
+    (None: all of them). Written whole (a rename), so the spout never reads half a number."""
+    if n is None:
+        if os.path.exists(path):
+            os.unlink(path)
+        return
+    with open(path + ".tmp", "w") as f:
+        f.write(f"{n}\n")
+    os.replace(path + ".tmp", path)
+
+
 def checkpoint_metrics(bittern, name):
     """The topology master's "checkpoints" report (restores, completed, epoch...)."""
     from bittern.client import TMClient

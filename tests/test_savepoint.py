@@ -11,20 +11,24 @@ import shutil
 import pytest
 
 from conftest import TOPOLOGIES, wait_for
-from eokit import check_exactly_once, committed_rows
+from eokit import check_exactly_once, committed_rows, set_gate
 
 V1 = os.path.join(TOPOLOGIES, "savepoint_v1.py")
 V2 = os.path.join(TOPOLOGIES, "savepoint_v2.py")
 N, K = 12000, 7
 
 
-def conf(out, n=N, rate=2000):
+def conf(out, n=N, rate=2000, gate=None):
     return ["--config", f"test.out={out}", "--config", f"test.count={n}", "--config", f"test.rate={rate}",
-            "--config", f"test.keys={K}"]
+            "--config", f"test.keys={K}"] + (["--config", f"test.gate={gate}"] if gate else [])
 
 
 def make_savepoint(bittern, out, sp, at_least=3000):
-    bittern("submit", V1, "--name", "up", *conf(out), check=True)
+    """V1 killed with a savepoint once ``at_least`` rows are committed; the second half of
+    the numbers is held back (exactly_once_seq.py's gate) for what runs from the savepoint."""
+    gate = out + ".gate"
+    set_gate(gate, N // 2)
+    bittern("submit", V1, "--name", "up", *conf(out, gate=gate), check=True)
     wait_for(lambda: len(committed_rows(out)) >= at_least, timeout=60, interval=0.2,
              what=f"{at_least} committed rows")
     r = bittern("kill", "up", "--savepoint", sp, check=True)

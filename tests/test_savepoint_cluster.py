@@ -16,7 +16,7 @@ import pytest
 from bittern import savepoint as sp
 from clusterkit import all_pids, zk_view
 from conftest import TOPOLOGIES, wait_for
-from eokit import check_exactly_once, committed_rows
+from eokit import check_exactly_once, committed_rows, set_gate
 
 V1 = os.path.join(TOPOLOGIES, "savepoint_v1.py")
 V2 = os.path.join(TOPOLOGIES, "savepoint_v2.py")
@@ -26,9 +26,9 @@ N, K = 12000, 7
 pytestmark = pytest.mark.slow
 
 
-def conf(out, ckpt, n=N, rate=2000):
+def conf(out, ckpt, n=N, rate=2000, gate=None):
     args = ["--config", f"test.out={out}", "--config", f"test.count={n}", "--config", f"test.rate={rate}",
-            "--config", f"test.keys={K}"]
+            "--config", f"test.keys={K}"] + (["--config", f"test.gate={gate}"] if gate else [])
     return args + (["--config", f"bittern.checkpoint.dir={ckpt}"] if ckpt else [])
 
 
@@ -45,8 +45,9 @@ def test_savepoint_kill_and_upgrade_across_two_supervisors_with_exact_counts(clu
     cluster.start_nimbus()
     cluster.start_supervisor("a")
     cluster.start_supervisor("b")
-    out, ckpt = str(tmp_path / "out"), str(tmp_path / "shared-ckpt")
-    cluster.cli("submit", V1, "--name", "up", *conf(out, ckpt, rate=400), check=True)  # ~30 s of input
+    out, ckpt, gate = str(tmp_path / "out"), str(tmp_path / "shared-ckpt"), str(tmp_path / "gate")
+    set_gate(gate, N // 2)  # the second half waits for the upgrade, however slow the machine is
+    cluster.cli("submit", V1, "--name", "up", *conf(out, ckpt, rate=400, gate=gate), check=True)
     asg = cluster.assignment("up")
     assert {w["supervisor"] for w in asg["containers"].values()} == {"a", "b"}, asg["containers"]
     wait_for(lambda: len(committed_rows(out)) >= 1000, timeout=90, interval=0.2, what="1000 committed rows")
