@@ -326,6 +326,26 @@ def test_webui_cluster(cluster, tmp_path, browser, artifacts):
              what="supervisor a with 2 slots, 1 used, 1 free")  # the topology's one container
     shot(page, artifacts, "cluster-cluster")
     check_pages(page, base, token, artifacts, "cluster")
+    # a standby nimbus serves the pages too; it takes no action (it would answer 307, which the
+    # page can't follow with the token): its panel sends the user to the same page on the leader
+    standby = cluster.start_nimbus(1)
+    page.goto(f"{standby.url}/ui/topologies/{NAME}")  # (another origin: its own sign-in)
+    sign_in(page, token)
+    # (its first request to the topology master may time out: the master admits a new
+    # nimbus's key at its next read of nimbus/hosts; the page recovers at the next poll)
+    try:
+        link = page.wait_for_selector("#actions a")
+    except playwright_api.TimeoutError:
+        print("the standby's page:", page.inner_text("body")[:3000])
+        raise
+    assert link.get_attribute("href") == f"{base}/ui/topologies/{NAME}"
+    assert page.query_selector_all("#actions button, #actions form") == []
+    shot(page, artifacts, "cluster-standby")
+    page.goto(f"{standby.url}/ui/cluster")
+    page.wait_for_selector("#t-nimbus tbody td")
+    roles = sorted(r.text_content() for r in page.query_selector_all("#t-nimbus tbody td:nth-child(2)"))
+    assert roles == ["leader", "standby"]
+    standby.stop()
     # a wrong token: every action refused by the API (401 shown), nothing changes
     page.goto(f"{base}/ui/topologies/{NAME}")
     page.wait_for_selector("#actions button[data-action=deactivate]")

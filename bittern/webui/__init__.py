@@ -122,10 +122,13 @@ class WebUI:
 
     ``read(target)`` -> ``(status, bytes)``: the JSON API in-process (GET); ``token()``:
     the API token; ``logs``: an object with ``files(name)`` and ``text(name, file, tail)``;
-    ``cluster()``: ``(nimbus's cluster document, ZooKeeper status text)``, cluster mode only."""
+    ``cluster()``: ``(nimbus's cluster document, ZooKeeper status text)``, cluster mode only;
+    ``standby()``: None while this server takes actions itself, else the leader's URL
+    ("" when none is known): the pages then send the user there for actions."""
 
-    def __init__(self, read, token, *, insecure=False, mode="local", actions=False, logs=None, cluster=None):
-        self.read, self.token, self.insecure = read, token, insecure
+    def __init__(self, read, token, *, insecure=False, mode="local", actions=False, logs=None, cluster=None,
+                 standby=None):
+        self.read, self.token, self.insecure, self.standby = read, token, insecure, standby
         self.mode, self.actions, self.logs, self.cluster_doc = mode, actions, logs, cluster
         self.files = static_files()
         self.tag = static_tag(self.files)
@@ -152,7 +155,7 @@ class WebUI:
 
     def ctx(self, signed_in):
         return {"mode": self.mode, "signed_in": signed_in, "actions": self.actions, "version": __version__,
-                "static": self.tag}
+                "static": self.tag, "standby": self.standby() if self.standby and signed_in else None}
 
     def answer(self, status, text, ctype=HTML_TYPE, extra=()):
         return status, ctype, text.encode("utf-8") if isinstance(text, str) else text, \
@@ -363,5 +366,9 @@ def for_nimbus(napi, zk_status):
         doc["assignments"] = {a: state.assignment(a) or {} for a in state.children("assignments")}
         return doc, zk
 
+    def standby():
+        n = napi.nimbus
+        return None if n.is_leader else (n.leader_url() or "")
+
     return WebUI(read, lambda: napi.nimbus.token, mode="cluster", actions=True, logs=NimbusLogs(napi),
-                 cluster=cluster)
+                 cluster=cluster, standby=standby)

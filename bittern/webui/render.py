@@ -121,8 +121,14 @@ def page(title, body, *, ctx, crumbs=(), data=None):
             '<p id="status" role="status" aria-live="polite"></p></header>'
             f'{signin}<main id="live" tabindex="-1"><h1>{e(title)}</h1>{body}</main>'
             f'<footer>bittern {e(ctx.get("version", ""))} &middot; {e(ctx["mode"])} mode'
-            f'{" &middot; actions enabled" if ctx["actions"] else " &middot; read-only"}</footer>'
+            f'{_footer_actions(ctx)}</footer>'
             "</body></html>\n")
+
+
+def _footer_actions(ctx):
+    if ctx.get("standby") is not None:
+        return " &middot; a standby nimbus (actions on the leader)"
+    return " &middot; actions enabled" if ctx["actions"] else " &middot; read-only"
 
 
 def signin_box(ctx):
@@ -289,6 +295,14 @@ def actions_panel(name, comps, ctx):
     if not ctx["actions"]:
         return ('<section id="actions"><h2>Actions</h2><p>This server is read-only '
                 '(start <code>bittern serve --allow-actions</code> to enable them).</p></section>')
+    standby = ctx.get("standby")
+    if standby is not None:  # a standby nimbus: the leader takes actions (a 307 the page can't follow)
+        where = "no leader is known right now"
+        if standby.startswith(("http://", "https://")):
+            page = f"{standby.rstrip('/')}/ui/topologies/{q(name)}"
+            where = f'<a href="{e(page)}">open this page on the leader</a> ({e(standby)})'
+        return (f'<section id="actions"><h2>Actions</h2><p class="standby">This nimbus is a standby: '
+                f'actions are taken by the leader; {where}.</p></section>')
     forms = "".join(
         f'<form class="rebalance" data-component="{e(c)}"><label for="par-{e(c)}">{e(c)} tasks</label> '
         f'<input id="par-{e(c)}" name="par" type="number" min="1" max="1000" value="{e(p)}" required> '

@@ -200,3 +200,21 @@ def test_api_reader_answers_documents_in_process():
     ui = WebUI(read, lambda: "s3cret")
     status, _, body, _ = get(ui, "/ui/topologies/wc")
     assert status == 200 and "&lt;script&gt;alert" in body.decode() and 'id="chart-throughput"' in body.decode()
+
+
+def test_a_standby_nimbus_sends_actions_to_the_leader():
+    """A standby answers actions with 307, which a page's fetch can't follow with the token:
+    its pages show no buttons but a link to the same page on the leader."""
+    ctx = {"mode": "cluster", "signed_in": True, "actions": True, "version": "x"}
+    leading = render.actions_panel("wc", [("sink", 2)], dict(ctx, standby=None))
+    assert 'data-action="kill"' in leading and 'class="rebalance"' in leading
+    text = render.actions_panel("w c", [("sink", 2)], dict(ctx, standby="http://10.0.0.7:8080/"))
+    assert "data-action" not in text and "<form" not in text and "standby" in text
+    assert '<a href="http://10.0.0.7:8080/ui/topologies/w%20c">' in text
+    for unknown in ("", "javascript:alert(1)"):  # no leader, or not a web address: no link
+        text = render.actions_panel("wc", [("sink", 2)], dict(ctx, standby=unknown))
+        assert "<a " not in text and "no leader is known" in text and "data-action" not in text
+    ui = WebUI(api, lambda: "tok", mode="cluster", actions=True, standby=lambda: "http://10.0.0.7:8080")
+    status, _, body, _ = ui.handle("GET", "/ui/topologies/wc", {"Authorization": "Bearer tok"})
+    assert status == 200 and b"open this page on the leader" in body and b'data-action="' not in body
+    assert b"standby nimbus" in body  # (the footer: not "actions enabled")

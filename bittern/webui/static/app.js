@@ -84,6 +84,18 @@
       old.replaceWith(fresh);
     }
   }
+  var shown = 200;  // the status of what the page shows now (an error page, or the real one)
+  function liveIds(root) {
+    return Array.prototype.map.call(root.querySelectorAll("[data-live][id]"), function (x) { return x.id; }).join(" ");
+  }
+  function sameShape(doc) { return liveIds(doc) === liveIds(document.getElementById("live")); }
+  function replaceAll(doc, keepActions) {
+    var main = document.getElementById("live");
+    var panel = keepActions ? document.getElementById("actions") : null;  // (an action's outcome in it)
+    main.replaceChildren.apply(main, Array.prototype.slice.call(doc.body.firstChild.childNodes));
+    var fresh = panel && document.getElementById("actions");
+    if (fresh) { fresh.replaceWith(panel); }
+  }
   function refresh(whole) {
     var asked = Date.now() / 1000;
     return fetch(fragmentUrl(), {headers: headers(), cache: "no-store"}).then(function (r) {
@@ -94,15 +106,21 @@
       }
       return r.text().then(function (html) {
         var doc = new DOMParser().parseFromString("<main>" + html + "</main>", "text/html");
-        var main = document.getElementById("live");
         dataTime = asked;
         if (whole || !signedIn) {
-          main.replaceChildren.apply(main, Array.prototype.slice.call(doc.body.firstChild.childNodes));
+          replaceAll(doc, false);
           signedIn = true;
+          shown = r.status;
           wire();
-        } else {
+        } else if (r.status === 200 && (shown !== 200 || !sameShape(doc))) {
+          // the page changed its shape (an error page that is a topology's again, a table
+          // that came or went): swapping the live parts in by id would keep the old one
+          replaceAll(doc, true);
+          shown = 200;
+          wire();
+        } else if (r.status === 200) {
           doc.querySelectorAll("[data-live][id]").forEach(swapIn);
-        }
+        }  // (an error while a good page is shown: it stays, the status line says what happened)
         showSignin(false);
         if (r.status !== 200) { status("the server answered " + r.status, true); return null; }
         cachePut(html);
@@ -228,8 +246,15 @@
     }
     say(method + " " + path + " ...");
     var h = headers(payload ? {"Content-Type": "application/json"} : {});
-    fetch(path, {method: method, headers: h, body: payload ? JSON.stringify(payload) : undefined, cache: "no-store"})
+    // (redirects not followed: a nimbus that stopped leading answers 307 to the leader, which
+    // would get neither the token nor this origin's leave to answer)
+    fetch(path, {method: method, headers: h, body: payload ? JSON.stringify(payload) : undefined, cache: "no-store",
+                 redirect: "manual"})
       .then(function (r) {
+        if (r.type === "opaqueredirect") {
+          say("refused: this nimbus is a standby now; take actions on the leader (the Cluster page names it)", true);
+          return;
+        }
         return r.json().catch(function () { return {}; }).then(function (doc) {
           if (!r.ok) { say("refused (" + r.status + "): " + (doc.error || "error"), true); return; }
           say("done: " + method + " " + path);
