@@ -207,6 +207,8 @@ def main(argv=None):
                     help="rows per checkpoint in the --sinks runs (default: a tenth of --sink-rows)")
     ap.add_argument("--webui", action="store_true",
                     help="instead: the web UI's page render times with a 100-task topology (scripts/benchkit/webui.py)")
+    ap.add_argument("--webui-rate", type=float, default=400.0,
+                    help="with --webui: the topology's tuples/s in all (0: as fast as it goes)")
     a = ap.parse_args(argv)
     a.runs = a.runs or (1 if a.quick else 3)
     if a.webui:

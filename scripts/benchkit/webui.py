@@ -7,7 +7,13 @@ mode under a fresh home, ``bittern serve`` started on it, then per page:
 * ``browser_ms`` (when /usr/bin/chromium and Playwright are there): headless Chromium from
   navigation to the page drawn (graph laid out by dagre and both charts drawn by uPlot with
   their points, or the tables for the pages without them), the token signed in once
-  beforehand (median of ``runs``).
+  beforehand, every visit a first one (the tab's copy of the pages cleared before it;
+  median of ``runs``).
+
+The spouts emit ``--webui-rate`` tuples/s in all (default 400: the pages' size and the
+server's work grow with the tasks, not the rate); ``--webui-rate 0`` lets them go as fast
+as they can, which on a 2-core machine leaves the browser a sliver of the CPU (the load
+average is printed with the figures).
 
 Everything is stopped and the home removed at the end."""
 from __future__ import annotations
@@ -35,11 +41,13 @@ TOPOLOGY = textwrap.dedent("""
         outputs = ["n"]
         def initialize(self, config, context):
             self.i = 0
+            rate = float(config.get("bench.rate", 0))  # the whole topology's, over the 4 spout tasks
+            self.pause = 80.0 / rate if rate > 0 else 0.01  # 20 tuples, then this
         def next_tuple(self):
             for _ in range(20):
                 self.emit([self.i])
                 self.i += 1
-            time.sleep(0.01)
+            time.sleep(self.pause)
 
     class Pass(Bolt):
         outputs = ["n"]
@@ -89,6 +97,8 @@ def _browser(base, token, pages, runs):
             for label, path, ready in pages:
                 times = []
                 for _ in range(runs):
+                    page.evaluate("() => Object.keys(sessionStorage).filter(k => k.startsWith('bittern.page:'))"
+                                  ".forEach(k => sessionStorage.removeItem(k))")  # (a first visit)
                     t0 = time.monotonic()
                     page.goto(base + path)
                     for selector in ready:
@@ -110,8 +120,10 @@ def main(a):
     serve = None
     try:
         # (100 processes may take over a minute to start on a loaded 2-core machine)
+        rate = a.webui_rate
         subprocess.run([sys.executable, "-m", "bittern", "submit", topo, "--name", NAME,
-                        "--config", "bittern.startup.timeout.secs=240"], env=env, cwd=ROOT,
+                        "--config", "bittern.startup.timeout.secs=240", "--config", f"bench.rate={rate}"],
+                       env=env, cwd=ROOT,
                        check=True, capture_output=True, timeout=300)
         log = open(os.path.join(home, "serve.out"), "w+")
         serve = subprocess.Popen([sys.executable, "-m", "bittern", "serve", "--port", "0"], env=env, cwd=ROOT,
@@ -145,13 +157,16 @@ def main(a):
                 times.append(ms)
             server[label] = statistics.median(times)
         browser = _browser(base, token, pages, runs)
-        print(f"web UI with a {tasks}-task topology (median of {runs}; server: the HTML page over HTTP, "
-              "browser: headless Chromium from navigation to the page drawn)")
+        load = os.getloadavg()[0]
+        print(f"web UI with a {tasks}-task topology at {rate or 'full'} tuples/s, load {load:.0f} (median of "
+              f"{runs}; server: the HTML page over HTTP, browser: headless Chromium from navigation to the "
+              "page drawn, a first visit)")
         print(f"{'page':10s} {'server ms':>10s} {'browser ms':>11s}")
         for label, _, _ in pages:
             b = browser.get(label)
             print(f"{label:10s} {server[label]:10.1f} {('%.1f' % b) if b is not None else '-':>11s}")
-        rec = {"row": "webui", "tasks": tasks, "server_ms": server, "browser_ms": browser, "runs": runs}
+        rec = {"row": "webui", "tasks": tasks, "rate": rate, "load": load, "server_ms": server,
+               "browser_ms": browser, "runs": runs}
         if a.out:
             with open(a.out, "a") as f:
                 f.write(json.dumps(rec) + "\n")
