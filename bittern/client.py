@@ -1,13 +1,22 @@
-"""Request/reply to a topology master (used by the CLI)."""
+"""Request/reply to a topology master (used by the CLI, and by nimbus's API and web UI)."""
 from __future__ import annotations
 
 import time
 import uuid
 
 import zmq
+from zmq.utils.monitor import recv_monitor_message
 
 from . import wire
 from .errors import BitternError
+
+# A CURVE server that refused our key (ZAP) never lets this connection through, even once
+# it admits the key (libzmq does not try the handshake again): a topology master reads
+# the registered nimbus keys every few seconds, so a nimbus that registered just now is
+# refused until then. The request goes out again on a fresh socket this long after a
+# refusal, until the request's own timeout.
+REFUSED_RETRY_SECS = 0.5
+REFUSED = zmq.EVENT_HANDSHAKE_FAILED_AUTH | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
 
 
 class TMClient:
@@ -16,36 +25,88 @@ class TMClient:
     local mode, where its ipc socket is in a directory only this user can enter."""
 
     def __init__(self, endpoint, curve=None):
-        self.endpoint = endpoint
+        self.endpoint, self.curve = endpoint, curve
         self._ctx = zmq.Context()
+        self.sock = self._monitor = None
+        self._open()
+        self._req = 0
+
+    def _open(self):
         self.sock = self._ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.IDENTITY, b"q" + uuid.uuid4().hex[:12].encode())
         self.sock.setsockopt(zmq.LINGER, 0)
-        if curve is not None:
+        if self.curve is not None:
             from . import curve as _curve
-            _curve.client_options(self.sock, *curve)
-        self.sock.connect(endpoint)
-        self._req = 0
+            _curve.client_options(self.sock, *self.curve)
+            self._monitor = self.sock.get_monitor_socket(REFUSED)
+        self.sock.connect(self.endpoint)
+
+    def _shut(self):
+        if self._monitor is not None:
+            self.sock.disable_monitor()
+            self._monitor.close(linger=0)
+            self._monitor = None
+        self.sock.close(linger=0)
+
+    def _refused(self):
+        """True if the server refused our handshake since the last look."""
+        out = False
+        while self._monitor is not None and self._monitor.poll(0):
+            event = recv_monitor_message(self._monitor, zmq.NOBLOCK)
+            out = out or bool(event["event"] & REFUSED)
+        return out
 
     def request(self, op, timeout=15.0, **fields):
         self._req += 1
         req = self._req
-        self.sock.send_multipart(wire.ctrl(op, req=req, **fields))
+        frames = wire.ctrl(op, req=req, **fields)
+        self.sock.send_multipart(frames)
         deadline = time.monotonic() + timeout
+        refusals = 0
         while True:
             left = deadline - time.monotonic()
-            if left <= 0 or not self.sock.poll(int(left * 1000) + 1):
+            ready = left > 0 and self._wait(min(left, REFUSED_RETRY_SECS if refusals else left))
+            if ready == "refused":
+                refusals += 1
+                pause = min(REFUSED_RETRY_SECS, max(0.0, deadline - time.monotonic()))
+                time.sleep(pause)
+                if time.monotonic() < deadline:  # again, on a connection that will handshake anew
+                    self._shut()
+                    self._open()
+                    self.sock.send_multipart(frames)
+                continue
+            if not ready:
+                if time.monotonic() < deadline:
+                    continue
+                if refusals:
+                    raise BitternError(f"the topology master at {self.endpoint} refused our key "
+                                       f"({refusals} CURVE handshakes refused within {timeout:.0f}s)")
                 raise BitternError(f"the topology master at {self.endpoint} did not answer {op!r} "
                                    f"within {timeout:.0f}s")
-            frames = self.sock.recv_multipart()
-            msg = wire.decode_ctrl(frames[1])
+            reply = self.sock.recv_multipart()
+            msg = wire.decode_ctrl(reply[1])
             if msg.get("req") == req:
                 if msg.get("error"):
                     raise BitternError(f"topology master: {msg['error']}")
                 return msg
 
+    def _wait(self, secs):
+        """Up to ``secs``: True when a reply is there, "refused" when the server refused
+        our key, False when neither happened."""
+        if self._monitor is None:
+            return bool(self.sock.poll(int(secs * 1000) + 1))
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        poller.register(self._monitor, zmq.POLLIN)
+        events = dict(poller.poll(int(secs * 1000) + 1))
+        if self.sock in events:
+            return True
+        if self._monitor in events and self._refused():
+            return "refused"
+        return False
+
     def close(self):
-        self.sock.close(linger=0)
+        self._shut()
         self._ctx.term()
 
     def __enter__(self):

@@ -331,8 +331,8 @@ def test_webui_cluster(cluster, tmp_path, browser, artifacts):
     standby = cluster.start_nimbus(1)
     page.goto(f"{standby.url}/ui/topologies/{NAME}")  # (another origin: its own sign-in)
     sign_in(page, token)
-    # (its first request to the topology master may time out: the master admits a new
-    # nimbus's key at its next read of nimbus/hosts; the page recovers at the next poll)
+    # (the topology master admits a new nimbus's key at its next read of nimbus/hosts: the
+    # nimbus's first request is refused and asked again on a fresh handshake, bittern/client.py)
     try:
         link = page.wait_for_selector("#actions a")
     except playwright_api.TimeoutError:

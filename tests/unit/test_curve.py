@@ -177,3 +177,51 @@ def test_stop_is_safe_when_never_started():
     ctx = zmq.Context()
     KeyAuthenticator(ctx, []).stop()
     ctx.term()
+
+
+# -- TMClient (nimbus -> topology master) over CURVE -----------------------------------------
+
+def _answer_one(server, timeout_ms=5000):
+    """The server's side of one request: its frames sent back as they came (the request id
+    with them, so the client takes it for the reply)."""
+    frames = server.recv(timeout_ms)
+    if frames is not None:
+        server.sock.send_multipart(frames)
+    return frames
+
+
+def test_a_client_refused_until_its_key_is_admitted_gets_through_on_a_new_handshake():
+    """A topology master admits a nimbus's key only at its next read of the registered
+    keys; a refused handshake is never tried again by libzmq on the same socket, so the
+    client asks again on a fresh one until the request's own timeout."""
+    import threading
+    from bittern.client import TMClient
+    server = Server([])
+    pub, sec = generate()
+    client = TMClient(server.endpoint, curve=(server.public, pub, sec))
+    answered = []
+    try:
+        threading.Timer(0.8, server.auth.allow, args=([pub],)).start()
+        t = threading.Thread(target=lambda: answered.append(_answer_one(server)))
+        t.start()
+        reply = client.request("ping", timeout=10.0)
+        t.join()
+        assert reply["op"] == "ping" and reply["req"] == 1 and answered[0] is not None
+        assert server.auth.denied >= 1  # (it was refused first)
+    finally:
+        client.close()
+        server.close()
+
+
+def test_a_client_whose_key_is_never_admitted_is_told_so_by_name():
+    from bittern.client import TMClient
+    from bittern.errors import BitternError
+    server = Server([])
+    client = TMClient(server.endpoint, curve=(server.public, *generate()))
+    try:
+        with pytest.raises(BitternError, match=r"refused our key \(\d+ CURVE handshakes refused within 2s\)"):
+            client.request("ping", timeout=2.0)
+        assert server.recv(100) is None  # nothing got through
+    finally:
+        client.close()
+        server.close()
