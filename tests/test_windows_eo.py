@@ -19,7 +19,7 @@ from collections import Counter
 import pytest
 
 from conftest import TOPOLOGIES, instance_log, wait_for
-from eokit import checkpoint_metrics, kill9
+from eokit import checkpoint_metrics, kill9, set_gate
 from windowkit import normalise, tumbling
 
 SEQ = os.path.join(TOPOLOGIES, "windows_eo_seq.py")
@@ -185,15 +185,24 @@ def last_window_committed(out, n):
     return any(r[0] == "default" and round(r[3], 6) >= n / EPS for r in committed(out))
 
 
-def rebalance_while_running(bittern, name, out, steps, n):
-    for par, ntasks in steps:
+def gates(tmp_path, n, steps):
+    """The gate file and its values (tests/topologies/testkit.Gate): before the first
+    rebalance, after each one (the last lets every number go)."""
+    k = len(steps) + 1
+    return str(tmp_path / "gate"), [n * i // k for i in range(1, k)] + [None]
+
+
+def rebalance_while_running(bittern, name, out, steps, n, gate, values):
+    """Each rebalance with numbers held back by the gate (not a race with the rate, which a
+    loaded machine loses: the windows past the gate are still to come), let go after it."""
+    for (par, ntasks), after in zip(steps, values[1:]):
         r = bittern("rebalance", name, "--parallelism", f"win={par}", timeout=240, check=True)
         assert f"rebalanced: {ntasks} tasks" in r.stdout, r.stdout
         tasks, doc = component_tasks(bittern, name)
         assert tasks == {"spout": 2, "win": par, "sink": 2} and doc["active"], tasks
-        assert not last_window_committed(out, n), \
-            "the rebalance must happen while windows are open (lower test.rate)"
+        assert not last_window_committed(out, n), "the last window committed before the gate let it go"
         before = len(committed(out))
+        set_gate(gate, after)
         wait_for(lambda: len(committed(out)) > before + 30, timeout=60, interval=0.25,
                  what=f"committed output at win par {par}")
 
@@ -202,10 +211,13 @@ def rebalance_while_running(bittern, name, out, steps, n):
 def test_rebalance_keyed_windows_and_timers_2_3_2_exactly_once(bittern, tmp_path):
     out = str(tmp_path / "out")
     n, rate = 4500, 250
-    submit(bittern, "werb", out, n, rate)
+    steps = ((3, 7), (2, 6))
+    gate, values = gates(tmp_path, n, steps)
+    set_gate(gate, values[0])
+    submit(bittern, "werb", out, n, rate, extra=(f"test.gate={gate}",))
     try:
         wait_for(lambda: len(committed(out)) > 40, timeout=60, interval=0.25, what="committed output")
-        rebalance_while_running(bittern, "werb", out, ((3, 7), (2, 6)), n)
+        rebalance_while_running(bittern, "werb", out, steps, n, gate, values)
         rows = wait_all(out, n)
         check_exact(rows, n)
         log = instance_log(bittern.home, "werb", "win")
@@ -222,10 +234,13 @@ def test_rebalance_unkeyed_windows_2_to_1_loses_no_window_content(bittern, tmp_p
     out = str(tmp_path / "out")
     n, rate = 4000, 250
     bittern.env["TEST_GROUPING"] = "shuffle"
-    submit(bittern, "weun", out, n, rate)
+    steps = ((1, 5),)
+    gate, values = gates(tmp_path, n, steps)
+    set_gate(gate, values[0])
+    submit(bittern, "weun", out, n, rate, extra=(f"test.gate={gate}",))
     try:
         wait_for(lambda: len(committed(out)) > 20, timeout=60, interval=0.25, what="committed output")
-        rebalance_while_running(bittern, "weun", out, ((1, 5),), n)
+        rebalance_while_running(bittern, "weun", out, steps, n, gate, values)
         wait_all(out, n, keyed=False)
         check_exact(committed(out), n, keyed=False)
         assert "2 -> 1 tasks" in instance_log(bittern.home, "weun", "win")

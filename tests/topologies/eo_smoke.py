@@ -3,14 +3,15 @@
 spout (0..N-1, offset in its State) -fields(key)-> count (par 2, keyed counts)
     -shuffle-> sink (SinkBolt over a FileSink in ``<test.out>/sink``)
 
-Every instance writes its pid to ``<test.out>/pids/<component>-<task>``.
+Every instance writes its pid to ``<test.out>/pids/<component>-<task>``. ``test.gate``:
+the numbers at or above the gate's wait (testkit.Gate).
 """
 import os
 import time
 
 from bittern import Grouping, Spout, Topology
 from bittern.sinks import FileSink, SinkBolt
-from testkit import KeyedCountBolt, write_pid
+from testkit import Gate, KeyedCountBolt, write_pid
 
 
 class Numbers(Spout):
@@ -21,6 +22,7 @@ class Numbers(Spout):
         self.count = int(config["test.count"])
         self.every = 1.0 / float(config["test.rate"])
         self.next_at = time.monotonic()
+        self.gate = Gate(config, self.count)
         self.i = 0
 
     def init_state(self, state):
@@ -32,7 +34,10 @@ class Numbers(Spout):
 
     def next_tuple(self):
         now = time.monotonic()
-        if self.i >= self.count or now < self.next_at:
+        if self.i >= self.gate.limit():
+            self.next_at = now
+            return
+        if now < self.next_at:
             return
         self.next_at = max(self.next_at + self.every, now - 0.1)
         self.emit([self.i, self.i % 5])

@@ -5,10 +5,7 @@ spout (replayable, 0..N-1, offset in State) -fields(key)-> count (par 2, keyed s
 
 * ``test.count`` (N), ``test.keys`` (K, default 7), ``test.rate`` (numbers/s, 0:
   as fast as possible).
-* ``test.gate``: a file holding a number G; while it exists the spout emits only the
-  numbers below G (read again every GATE_SECS). A test that must act while numbers
-  remain (rebalance, savepoint) holds the rest back this way rather than by racing
-  the rate; removing the file (or raising G) lets them go.
+* ``test.gate``: the numbers at or above the gate's wait (testkit.Gate).
 * The spout emits ``[n, n % K]``; its only state is the next number (plain key
   ``next``), saved in ``pre_save`` and read back in ``init_state``, so a restore
   rewinds it. It never calls ``done()``: the test watches the committed output.
@@ -31,10 +28,7 @@ import time
 
 from bittern import Grouping, Spout, Topology
 from bittern.sinks import FileSink, SinkBolt
-from testkit import KeyedCountBolt, write_pid
-
-
-GATE_SECS = 0.1
+from testkit import Gate, KeyedCountBolt, write_pid
 
 
 class SeqSpout(Spout):
@@ -48,8 +42,7 @@ class SeqSpout(Spout):
         rate = float(config.get("test.rate", 0) or 0)
         self.every = 1.0 / rate if rate > 0 else 0.0
         self.next_at = time.monotonic()
-        self.gate_file = config.get("test.gate") or None
-        self.gate, self.gate_read = self.count, 0.0
+        self.gate = Gate(config, self.count)
         if not hasattr(self, "i"):
             self.i = 0
         self.crashes = []
@@ -67,24 +60,8 @@ class SeqSpout(Spout):
         self.state.put("next", self.i)
         self._arm_crash(checkpoint_id)
 
-    def _limit(self):
-        """The number below which to emit: ``test.count``, or the gate's while it is there."""
-        if self.gate_file is None:
-            return self.count
-        now = time.monotonic()
-        if now >= self.gate_read + GATE_SECS:
-            self.gate_read = now
-            try:
-                with open(self.gate_file) as f:
-                    self.gate = min(self.count, int(f.read().strip() or 0))
-            except FileNotFoundError:
-                self.gate = self.count
-            except ValueError:
-                pass  # being rewritten: the last value holds
-        return self.gate
-
     def next_tuple(self):
-        limit = self._limit()
+        limit = self.gate.limit()
         if self.i >= limit:
             self.next_at = time.monotonic()  # (held: no burst to catch up once let go)
             return

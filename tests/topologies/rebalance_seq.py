@@ -10,6 +10,7 @@ replay what was already acked. It writes ``<test.out>/done`` once every id is ac
 ``sink``. ``test.fail.above = k``: ``count``'s initialize raises when it has more
 than k tasks (a rebalance that cannot start). ``spout`` has a split limit of
 ``test.spout.max`` tasks (the ``max_parallelism`` hook, bittern/rebalance.py).
+``test.gate``: the ids at or above the gate's wait (testkit.Gate).
 """
 import json
 import os
@@ -17,7 +18,7 @@ import time
 
 from bittern import Bolt, Grouping, ReliableSpout, Topology
 
-from testkit import LineSinkBolt
+from testkit import Gate, LineSinkBolt
 
 
 class ResumingSpout(ReliableSpout):
@@ -39,6 +40,7 @@ class ResumingSpout(ReliableSpout):
         except FileNotFoundError:
             self.done_ids = set()
         self.todo = iter([i for i in range(self.count) if i not in self.done_ids])
+        self.gate, self.held = Gate(config, self.count), None
         self.acks = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         self.failures = 0
 
@@ -46,9 +48,13 @@ class ResumingSpout(ReliableSpout):
         now = time.monotonic()
         if now < self.next_at:
             return None
-        i = next(self.todo, None)
+        i = self.held if self.held is not None else next(self.todo, None)
         if i is None:
             return None
+        if i >= self.gate.limit():
+            self.held, self.next_at = i, now
+            return None
+        self.held = None
         self.next_at += self.every
         if self.next_at < now - 1.0:  # do not burst after a pause
             self.next_at = now

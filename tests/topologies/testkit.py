@@ -10,9 +10,15 @@ directory is on the instances' sys.path).
   emits ``[n, key, count]``: the stateful bolt of the exactly-once tests.
 * ``write_pid`` records an instance's pid in ``<test.out>/pids/<component>-<task>``, for
   tests that kill it.
+* ``Gate``: ``test.gate`` names a file holding a number G; while it exists, a spout that
+  asks its gate emits only the numbers below G. A test that must act while numbers remain
+  (a rebalance, a savepoint) holds the rest back this way rather than by racing the rate,
+  which a loaded machine loses; raising G or removing the file lets them go
+  (tests/eokit.py ``set_gate``).
 """
 import json
 import os
+import time
 
 from bittern import Bolt, Spout
 
@@ -77,6 +83,31 @@ class KeyedCountBolt(Bolt):
         c = self.counts.get(key, 0) + 1
         self.counts.put(key, c)
         self.emit([n, key, c])
+
+
+class Gate:
+    EVERY_SECS = 0.1  # how often the file is read again
+
+    def __init__(self, config, count):
+        self.path = config.get("test.gate") or None
+        self.count = count
+        self.value, self.read_at = count, float("-inf")
+
+    def limit(self):
+        """The number below which the spout may emit now."""
+        if self.path is None:
+            return self.count
+        now = time.monotonic()
+        if now >= self.read_at + self.EVERY_SECS:
+            self.read_at = now
+            try:
+                with open(self.path) as f:
+                    self.value = min(self.count, int(f.read().strip() or 0))
+            except FileNotFoundError:
+                self.value = self.count
+            except ValueError:
+                pass  # (written whole by a rename: not expected; the last value holds)
+        return self.value
 
 
 def write_pid(config, context):

@@ -9,7 +9,8 @@ EFFECTIVELY_ONCE.
 * Spout task k of P emits ``[n, key, ts]`` for the numbers n ≡ k (mod P) below
   ``test.count``, key ``k{n % test.keys}``, ``ts = n / test.eps``, in order, at
   ``test.rate`` numbers per second in all (``EventTime("ts", lag=0)``: nothing is late),
-  then calls ``done()`` (the watermark goes to +inf: every window and event timer fires).
+  then calls ``done()`` (the watermark goes to +inf: every window and event timer fires);
+  ``test.gate``: the numbers at or above the gate's wait (testkit.Gate).
 * ``win``: an AggregatingWindowBolt, tumbling windows of ``test.length`` event seconds
   (``TEST_GROUPING=shuffle``: not keyed, key None; else keyed by ``key``) emitting
   ``[key, start, end, count, sum of n, min n, max n]``. For every n with
@@ -26,7 +27,7 @@ import time
 
 from bittern import AggregatingWindowBolt, EventTime, Grouping, Spout, Stream, Topology, Window
 from bittern.sinks import FileSink, SinkBolt
-from testkit import write_pid
+from testkit import Gate, write_pid
 
 EVENT_DELAY = 2.35
 PROC_DELAY = 1.0
@@ -49,6 +50,7 @@ class TimedSpout(Spout):
         self.i = self.index
         self.next_at = time.monotonic()
         self.finished = False
+        self.gate = Gate(config, self.count)
 
     def init_state(self, state):
         self.state = state
@@ -65,6 +67,10 @@ class TimedSpout(Spout):
                 self.finished = True
                 self.done()
             return
+        limit = self.gate.limit()
+        if self.i >= limit:
+            self.next_at = time.monotonic()
+            return
         due = 50
         if self.every:
             now = time.monotonic()
@@ -74,7 +80,7 @@ class TimedSpout(Spout):
             self.next_at += due * self.every
         for _ in range(due):
             n = self.i
-            if n >= self.count:
+            if n >= limit:
                 break
             self.emit([n, f"k{n % self.keys}", n / self.eps])
             self.i += self.par
