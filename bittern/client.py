@@ -65,7 +65,7 @@ class TMClient:
         refusals = 0
         while True:
             left = deadline - time.monotonic()
-            ready = left > 0 and self._wait(min(left, REFUSED_RETRY_SECS if refusals else left))
+            ready = left > 0 and self._wait(left)
             if ready == "refused":
                 refusals += 1
                 pause = min(REFUSED_RETRY_SECS, max(0.0, deadline - time.monotonic()))

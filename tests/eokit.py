@@ -29,6 +29,21 @@ def set_gate(path, n):
     os.replace(path + ".tmp", path)
 
 
+class Gates:
+    """The test's side of a spout's gate (tests/topologies/testkit.Gate) over ``n`` numbers
+    in ``parts``: the first part let go at once, one more at each ``more()``, the last
+    one (everything) at the last. ``config``: the submission's ``--config`` value."""
+
+    def __init__(self, path, n, parts):
+        self.path = str(path)
+        self.config = f"test.gate={self.path}"
+        self._next = iter([n * i // parts for i in range(2, parts)] + [None])
+        set_gate(self.path, n // parts)
+
+    def more(self):
+        set_gate(self.path, next(self._next))
+
+
 def checkpoint_metrics(bittern, name):
     """The topology master's "checkpoints" report (restores, completed, epoch...)."""
     from bittern.client import TMClient

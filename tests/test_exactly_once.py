@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import EXAMPLES, TOPOLOGIES, wait_for
-from eokit import check_exactly_once, checkpoint_metrics, committed_rows, kill9, set_gate
+from eokit import check_exactly_once, checkpoint_metrics, committed_rows, kill9, Gates
 
 SEQ = os.path.join(TOPOLOGIES, "exactly_once_seq.py")
 N = 20000
@@ -58,9 +58,8 @@ def test_exactly_once_when_a_bolt_a_stmgr_and_the_spout_are_killed(bittern, tmp_
     t_start = time.monotonic()
     # each kill with numbers still to come: the spout holds back those past the gate (not a
     # race with the rate, which a loaded machine loses), raised after each kill
-    gate, raised = str(tmp_path / "gate"), iter([N // 2, 3 * N // 4, None])
-    set_gate(gate, N // 4)
-    submit(bittern, name, out, extra=[f"bittern.state.backend={backend}", f"test.gate={gate}"])
+    gate = Gates(tmp_path / "gate", N, 4)
+    submit(bittern, name, out, extra=[f"bittern.state.backend={backend}", gate.config])
     log = []
     try:
         def progress(at_least, timeout=40, what=""):
@@ -75,7 +74,7 @@ def test_exactly_once_when_a_bolt_a_stmgr_and_the_spout_are_killed(bittern, tmp_
         pid, _ = pid_of(out, "count", task)
         kill9(pid)
         log.append((round(time.monotonic() - t_start, 1), f"count task {task}", len(committed_rows(out))))
-        set_gate(gate, next(raised))
+        gate.more()
         base = len(committed_rows(out))
         progress(base + 2000, what="after killing a count bolt")
         # 2. a stream manager
@@ -83,7 +82,7 @@ def test_exactly_once_when_a_bolt_a_stmgr_and_the_spout_are_killed(bittern, tmp_
         container = rng.choice([0, 1])
         kill9(bittern.processes(name)[f"stmgr-{container}"]["pid"])
         log.append((round(time.monotonic() - t_start, 1), f"stmgr-{container}", len(committed_rows(out))))
-        set_gate(gate, next(raised))
+        gate.more()
         base = len(committed_rows(out))
         progress(base + 2000, what=f"after killing stmgr-{container}")
         # 3. the spout instance
@@ -91,7 +90,7 @@ def test_exactly_once_when_a_bolt_a_stmgr_and_the_spout_are_killed(bittern, tmp_
         pid, task = pid_of(out, "spout")
         kill9(pid)
         log.append((round(time.monotonic() - t_start, 1), f"spout task {task}", len(committed_rows(out))))
-        set_gate(gate, next(raised))
+        gate.more()
         wait_committed(out, N, timeout=120, what=f"{N} committed rows")
         time.sleep(1.5)  # anything committed late (a duplicate) shows up too
         rows = committed_rows(out)

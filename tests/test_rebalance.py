@@ -9,7 +9,7 @@ import os
 import subprocess
 
 from conftest import TOPOLOGIES, wait_for
-from eokit import set_gate
+from eokit import Gates
 
 SEQ = os.path.join(TOPOLOGIES, "rebalance_seq.py")
 
@@ -50,12 +50,12 @@ def one_line_error(r):
 
 
 def test_rebalance_counter_2_4_1_while_running_loses_nothing(bittern, tmp_path):
-    out, gate = str(tmp_path / "out"), str(tmp_path / "gate")
+    out = str(tmp_path / "out")
     n = 6000
     # each rebalance with ids still to come: the spout holds back those past the gate (not
     # a race with the rate, which a loaded machine loses), raised after each rebalance
-    set_gate(gate, 2000)
-    submit(bittern, "rb", out, n, "test.rate=500", f"test.gate={gate}")
+    gate = Gates(tmp_path / "gate", n, 3)
+    submit(bittern, "rb", out, n, "test.rate=500", gate.config)
     try:
         wait_for(lambda: len(acked(out)) > 800, timeout=90, what="acks flowing")
         r = bittern("rebalance", "rb", "--parallelism", "count=4", check=True)
@@ -63,7 +63,7 @@ def test_rebalance_counter_2_4_1_while_running_loses_nothing(bittern, tmp_path):
         tasks, doc = task_counts(bittern, "rb")
         assert tasks == {"spout": 1, "count": 4, "sink": 1} and doc["active"], tasks
         before = len(acked(out))
-        set_gate(gate, 4000)
+        gate.more()
         wait_for(lambda: len(acked(out)) > before + 500, timeout=90, what="progress on 4 counters")
         r = bittern("rebalance", "rb", "-p", "count=1", "--containers", "1", check=True)
         assert "rebalanced: 3 tasks in 1 container(s)" in r.stdout, r.stdout
@@ -71,7 +71,7 @@ def test_rebalance_counter_2_4_1_while_running_loses_nothing(bittern, tmp_path):
         assert tasks == {"spout": 1, "count": 1, "sink": 1} and doc["containers"] == 1, tasks
         rows = json.loads(bittern("list", "--json", check=True).stdout)
         assert rows[0]["tasks"] == 3 and rows[0]["state"] == "RUNNING", rows
-        set_gate(gate, None)
+        gate.more()
         wait_for(lambda: os.path.exists(os.path.join(out, "done")), timeout=120, what="every id acked")
         ids = acked(out)
         assert sorted(ids) == list(range(n)), "every id acked exactly once"
@@ -206,22 +206,21 @@ def test_exactly_once_keyed_counts_stay_exact_across_2_3_2(bittern, tmp_path):
                 rows += [json.loads(line) for line in f if line.strip()]
         return rows
 
-    gate = str(tmp_path / "gate")
-    set_gate(gate, n // 3)  # (numbers still to come at each rebalance: see the test above)
+    gate = Gates(tmp_path / "gate", n, 3)  # (numbers still to come at each rebalance: see the test above)
     bittern("submit", os.path.join(TOPOLOGIES, "eo_smoke.py"), "--name", "eorb", "--wait", "0",
             "--config", f"test.out={out}", "--config", f"test.count={n}", "--config", "test.rate=300",
-            "--config", f"test.gate={gate}", check=True)
+            "--config", gate.config, check=True)
     try:
         wait_for(lambda: len(committed()) > 300, timeout=90, what="committed output")
         r = bittern("rebalance", "eorb", "-p", "count=3", check=True)
         assert "complete after the deactivation" in r.stdout, r.stdout
         assert task_counts(bittern, "eorb")[0]["count"] == 3
         before = len(committed())
-        set_gate(gate, 2 * n // 3)
+        gate.more()
         wait_for(lambda: len(committed()) > before + 200, timeout=90, what="output on 3 counters")
         bittern("rebalance", "eorb", "-p", "count=2", check=True)
         assert task_counts(bittern, "eorb")[0]["count"] == 2
-        set_gate(gate, None)
+        gate.more()
         wait_for(lambda: len(committed()) >= n, timeout=120, what="every number committed")
         rows = committed()
         ns = Counter(r[0] for r in rows)

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from conftest import TOPOLOGIES, wait_for
-from eokit import check_exactly_once, committed_rows, set_gate
+from eokit import Gates, check_exactly_once, committed_rows
 
 SEQ = os.path.join(TOPOLOGIES, "exactly_once_seq.py")
 N = 4000
@@ -29,23 +29,22 @@ def component_tasks(bittern, name):
 
 @pytest.mark.parametrize("backend", ["memory", "disk"])
 def test_rebalance_keyed_counts_2_3_2_exactly_once(bittern, tmp_path, backend):
-    out, gate = str(tmp_path / "out"), str(tmp_path / "gate")
+    out = str(tmp_path / "out")
     # each rebalance starts with numbers left to come: the spout holds back those past the
     # gate (not a race with the rate, which a loaded machine loses), raised after each one
-    gates = (N // 3, 2 * N // 3, None)
-    set_gate(gate, gates[0])
+    gate = Gates(tmp_path / "gate", N, 3)
     bittern("submit", SEQ, "--name", "rbeo", "--config", f"test.out={out}", "--config", f"test.count={N}",
-            "--config", f"test.rate={RATE}", "--config", f"test.keys={K}", "--config", f"test.gate={gate}",
+            "--config", f"test.rate={RATE}", "--config", f"test.keys={K}", "--config", gate.config,
             "--config", f"bittern.state.backend={backend}", check=True)
     try:
         wait_for(lambda: len(committed_rows(out)) > 500, timeout=40, interval=0.25, what="committed output")
-        for (par, ntasks), after in zip(((3, 6), (2, 5)), gates[1:]):
+        for par, ntasks in ((3, 6), (2, 5)):
             r = bittern("rebalance", "rbeo", "--parallelism", f"count={par}", timeout=240, check=True)
             assert f"rebalanced: {ntasks} tasks" in r.stdout, r.stdout
             tasks, doc = component_tasks(bittern, "rbeo")
             assert tasks == {"spout": 1, "count": par, "sink": 2} and doc["active"], tasks
             before = len(committed_rows(out))
-            set_gate(gate, after)
+            gate.more()
             wait_for(lambda: len(committed_rows(out)) > before + 300, timeout=40, interval=0.25,
                      what=f"committed output at count par {par}")
             # the checkpoints taken since record the new layout

@@ -19,7 +19,7 @@ from collections import Counter
 import pytest
 
 from conftest import TOPOLOGIES, instance_log, wait_for
-from eokit import checkpoint_metrics, kill9, set_gate
+from eokit import Gates, checkpoint_metrics, kill9
 from windowkit import normalise, tumbling
 
 SEQ = os.path.join(TOPOLOGIES, "windows_eo_seq.py")
@@ -139,9 +139,8 @@ def test_windows_and_timers_exactly_once_when_processes_are_killed(bittern, tmp_
     t_start = time.monotonic()
     # each kill with numbers still to come: the spouts hold back those past the gate (not a
     # race with the rate, which a loaded machine loses), raised after each kill
-    gate, raised = str(tmp_path / "gate"), iter([n // 2, 3 * n // 4, None])
-    set_gate(gate, n // 4)
-    submit(bittern, name, out, n, rate, extra=(f"test.gate={gate}",))
+    gate = Gates(tmp_path / "gate", n, 4)
+    submit(bittern, name, out, n, rate, extra=(gate.config,))
     log = []
     try:
         def progress(at_least, what):
@@ -152,7 +151,7 @@ def test_windows_and_timers_exactly_once_when_processes_are_killed(bittern, tmp_
             c = len(committed(out))
             log.append((round(time.monotonic() - t_start, 1), what, c))
             assert c < want, f"the kill of {what} came after the last window was committed"
-            set_gate(gate, next(raised))
+            gate.more()
             return c
 
         progress(40, "(first checkpoints complete)")
@@ -190,24 +189,17 @@ def last_window_committed(out, n):
     return any(r[0] == "default" and round(r[3], 6) >= n / EPS for r in committed(out))
 
 
-def gates(tmp_path, n, steps):
-    """The gate file and its values (tests/topologies/testkit.Gate): before the first
-    rebalance, after each one (the last lets every number go)."""
-    k = len(steps) + 1
-    return str(tmp_path / "gate"), [n * i // k for i in range(1, k)] + [None]
-
-
-def rebalance_while_running(bittern, name, out, steps, n, gate, values):
+def rebalance_while_running(bittern, name, out, steps, n, gate):
     """Each rebalance with numbers held back by the gate (not a race with the rate, which a
     loaded machine loses: the windows past the gate are still to come), let go after it."""
-    for (par, ntasks), after in zip(steps, values[1:]):
+    for par, ntasks in steps:
         r = bittern("rebalance", name, "--parallelism", f"win={par}", timeout=240, check=True)
         assert f"rebalanced: {ntasks} tasks" in r.stdout, r.stdout
         tasks, doc = component_tasks(bittern, name)
         assert tasks == {"spout": 2, "win": par, "sink": 2} and doc["active"], tasks
         assert not last_window_committed(out, n), "the last window committed before the gate let it go"
         before = len(committed(out))
-        set_gate(gate, after)
+        gate.more()
         wait_for(lambda: len(committed(out)) > before + 30, timeout=60, interval=0.25,
                  what=f"committed output at win par {par}")
 
@@ -217,12 +209,11 @@ def test_rebalance_keyed_windows_and_timers_2_3_2_exactly_once(bittern, tmp_path
     out = str(tmp_path / "out")
     n, rate = 4500, 250
     steps = ((3, 7), (2, 6))
-    gate, values = gates(tmp_path, n, steps)
-    set_gate(gate, values[0])
-    submit(bittern, "werb", out, n, rate, extra=(f"test.gate={gate}",))
+    gate = Gates(tmp_path / "gate", n, len(steps) + 1)
+    submit(bittern, "werb", out, n, rate, extra=(gate.config,))
     try:
         wait_for(lambda: len(committed(out)) > 40, timeout=60, interval=0.25, what="committed output")
-        rebalance_while_running(bittern, "werb", out, steps, n, gate, values)
+        rebalance_while_running(bittern, "werb", out, steps, n, gate)
         rows = wait_all(out, n)
         check_exact(rows, n)
         log = instance_log(bittern.home, "werb", "win")
@@ -240,12 +231,11 @@ def test_rebalance_unkeyed_windows_2_to_1_loses_no_window_content(bittern, tmp_p
     n, rate = 4000, 250
     bittern.env["TEST_GROUPING"] = "shuffle"
     steps = ((1, 5),)
-    gate, values = gates(tmp_path, n, steps)
-    set_gate(gate, values[0])
-    submit(bittern, "weun", out, n, rate, extra=(f"test.gate={gate}",))
+    gate = Gates(tmp_path / "gate", n, len(steps) + 1)
+    submit(bittern, "weun", out, n, rate, extra=(gate.config,))
     try:
         wait_for(lambda: len(committed(out)) > 20, timeout=60, interval=0.25, what="committed output")
-        rebalance_while_running(bittern, "weun", out, steps, n, gate, values)
+        rebalance_while_running(bittern, "weun", out, steps, n, gate)
         wait_all(out, n, keyed=False)
         check_exact(committed(out), n, keyed=False)
         assert "2 -> 1 tasks" in instance_log(bittern.home, "weun", "win")
