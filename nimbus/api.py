@@ -45,7 +45,15 @@ class NimbusApi:
         self.webui = for_nimbus(self, lambda: health.unreachable(nimbus.state) or "connected")  # /ui/ pages
 
     def handle(self, method, target, headers, body):
-        """``(status, content type, bytes, extra headers)``; never raises."""
+        """``(status, content type, bytes, extra headers)``; never raises. A read never
+        waits for a lost ZooKeeper connection to come back (it is a 503 at once); a write
+        that started before the loss waits for it, so that it is done whole or not at all."""
+        if method in ("GET", "HEAD"):
+            with health.impatient(self.nimbus.state):
+                return self._handle(method, target, headers, body)
+        return self._handle(method, target, headers, body)
+
+    def _handle(self, method, target, headers, body):
         parts = urlsplit(target)
         segs = [unquote(s) for s in parts.path.split("/") if s]
         try:

@@ -4,9 +4,13 @@ Every nimbus call reads or writes ZooKeeper, and the state manager retries each
 operation through a disconnection for its whole connect timeout (15 s by default):
 a request made while ZooKeeper is away would block that long and then fail. So the
 API asks first whether the connection is up (:func:`unreachable`), and a request
-that lost the connection half-way (:func:`is_zk_failure`) is a 503 too.
+that lost the connection half-way (:func:`is_zk_failure`) is a 503 too. kazoo holds a
+call made while it reconnects until the server is back, so a read runs
+:func:`impatient`: its calls fail at once instead.
 """
 from __future__ import annotations
+
+import contextlib
 
 
 def unreachable(state):
@@ -15,6 +19,13 @@ def unreachable(state):
     if getattr(state, "connected", True):
         return None
     return message(state)
+
+
+def impatient(state):
+    """A context in which this thread's ZooKeeper calls fail at once without a connection
+    (bittern/state/zkwait.py), for a state manager that has one."""
+    fn = getattr(state, "impatient", None)
+    return fn() if fn is not None else contextlib.nullcontext()
 
 
 def message(state):

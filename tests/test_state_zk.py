@@ -380,6 +380,47 @@ def test_server_restart_is_survived(zk, zk_server):
     assert not leader.is_alive()
 
 
+def test_impatient_calls_never_wait_for_a_lost_connection(zk, zk_server):
+    """kazoo holds a call made while it reconnects until the server is back (a daemon's
+    loop may wait like that); inside impatient() a call fails instead (nimbus's API reads)."""
+    from kazoo.exceptions import ConnectionLoss
+    from kazoo.retry import RetryFailedError
+    from bittern.state.zkwait import Unreachable
+    sm = zk(timeout=4)
+    sm.put("topologies/wc", {"v": 1})
+    with sm.impatient():
+        assert sm.get("topologies/wc") == {"v": 1} and sm.children("topologies") == ["wc"]
+    zk_server.stop()
+    results = {}
+
+    def call(key, fn):
+        try:
+            results[key] = fn()
+        except Exception as e:  # noqa: BLE001 - the test looks at which
+            results[key] = e
+
+    try:
+        wait_for(lambda: not sm.connected, what="the client to notice")
+        patient = threading.Thread(target=call, args=("patient", lambda: sm.get("topologies/wc")))
+        patient.start()
+        with sm.impatient():
+            call("checked", lambda: sm.get("topologies/wc"))
+            # the narrow race: connected when checked, lost before the call was queued
+            call("raw", lambda: sm.zk.get(sm._path("topologies/wc")))
+        assert isinstance(results["checked"], Unreachable), results
+        assert isinstance(results["raw"], ConnectionLoss), results
+        assert "within 4s" in str(results["raw"])
+        assert patient.is_alive() and "patient" not in results  # the daemon's call waits
+    finally:
+        zk_server.start()
+    patient.join(timeout=30)
+    assert not patient.is_alive() and results["patient"] == {"v": 1}
+    assert not isinstance(results["patient"], RetryFailedError)
+    with sm.impatient():
+        wait_for(lambda: sm.connected, what="the connection back")
+        assert sm.get("topologies/wc") == {"v": 1}
+
+
 def test_session_expiry_calls_on_lost_once_and_ends_leadership(zk, zk_server):
     lost = []
     sm = zk(on_lost=lambda: lost.append(threading.current_thread().name))

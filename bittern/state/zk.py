@@ -7,9 +7,11 @@ document) reads as "no document", as a bare directory does locally. Names that
 start with a dot are hidden from ``children`` on both backends (the local one keeps
 its temp files there, this one its blob chunks).
 
-Writes run under kazoo's retry, so a ZooKeeper restart or a leader change (the
-client sees SUSPENDED, then CONNECTED with the same session) only delays them, by
-up to ``connect_timeout``. A *lost* session (expired: the server gave up on us and
+Every operation runs under kazoo's retry, so a ZooKeeper restart or a leader change
+(the client sees SUSPENDED, then CONNECTED with the same session) only delays it:
+kazoo holds a call made while it reconnects until the server is back. A caller that
+must not wait (nimbus's API) runs its calls in :meth:`ZkStateManager.impatient`
+(zkwait.py): they fail at once while there is no connection. A *lost* session (expired: the server gave up on us and
 deleted our ephemeral nodes) is different: ``on_lost`` is called once, and the
 daemon must exit or re-register (``reopen``); it must not keep acting on leases
 that are gone. Elections hand their leader a :class:`Lease` that says so too.
@@ -33,6 +35,7 @@ from kazoo.security import make_digest_acl, make_digest_acl_credential
 
 from ..errors import BitternError
 
+from . import zkwait
 from .base import StateManager
 
 log = logging.getLogger("bittern.state.zk")
@@ -76,6 +79,7 @@ class ZkStateManager(StateManager):
         self.root = "/" + "/".join(parts)
         self.hosts = hosts
         self.connect_timeout = connect_timeout
+        self.session_timeout = timeout
         self._on_lost = on_lost
         self._lock = threading.Lock()
         self._lost = False  # the session expired since we opened / reopened
@@ -92,7 +96,7 @@ class ZkStateManager(StateManager):
                           default_acl=[make_digest_acl(user, password, all=True)])
             self._acl_id = make_digest_acl_credential(user, password)
         self.zk = KazooClient(
-            hosts=hosts, timeout=timeout,
+            hosts=hosts, timeout=timeout, handler=zkwait.Handler(),
             # Reconnect forever, and quickly: a restarted server is back within seconds.
             connection_retry=dict(max_tries=-1, delay=0.1, max_delay=1.0),
             # Each operation keeps retrying through disconnections for connect_timeout.
@@ -221,7 +225,20 @@ class ZkStateManager(StateManager):
         return zp[len(self.root) + 1:]
 
     def _retry(self, fn, *args, **kwargs):
-        return self.zk.retry(fn, *args, **kwargs)
+        if zkwait.bound() is None:
+            return self.zk.retry(fn, *args, **kwargs)
+
+        def attempt():
+            if not self.zk.connected:
+                raise zkwait.Unreachable(f"no connection to ZooKeeper at {self.hosts}")
+            return fn(*args, **kwargs)
+
+        return self.zk.retry(attempt)
+
+    def impatient(self):
+        """A context (for this thread) in which operations fail at once without a
+        connection and wait at most the session timeout for an answer."""
+        return zkwait.impatient(self.session_timeout)
 
     # -- primitives -----------------------------------------------------------------------
     def get(self, path):
