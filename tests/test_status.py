@@ -4,6 +4,7 @@ once a checkpoint completes; nimbus answers 503 at once while ZooKeeper is away.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import struct
 import textwrap
@@ -75,7 +76,9 @@ def test_failing_checkpoints_make_a_topology_degraded_until_one_completes(bitter
         flag.write_text("")
         row = wait_for(lambda: (lambda r: r if r["state"] == "DEGRADED" else None)(listed(bittern, "st")),
                        timeout=30, what="DEGRADED in bittern list")
-        assert row["reason"].startswith("3 checkpoints in a row failed; last: checkpoint "), row
+        # DEGRADED from the third failure in a row; a loaded machine may list it a few later
+        m = re.match(r"(\d+) checkpoints in a row failed; last: checkpoint \d+ ", row["reason"])
+        assert m and int(m.group(1)) >= 3, row
         assert "abandoned: timed out after 1s: 1 of 3 tasks saved it" in row["reason"], row
         assert row["since"] > 0 and row["health"]["state"] == "DEGRADED"
         text = bittern("list", check=True).stdout.splitlines()
