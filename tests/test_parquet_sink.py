@@ -17,6 +17,7 @@ from collections import Counter
 import pytest
 
 from conftest import EXAMPLES, ROOT, TOPOLOGIES, processes_of, wait_for
+from eokit import Gates
 
 import pyarrow as pa  # noqa: E402  (bittern[parquet], installed by scripts/setup.sh: never skipped)
 import pyarrow.parquet as pq  # noqa: E402
@@ -91,9 +92,10 @@ def test_spark_to_parquet_round_trip_is_exact_under_exactly_once_with_kill_9s(bi
     rows = 40_000
     data = sp.generate(str(tmp_path / "events"), rows, 4)
     out, work = str(tmp_path / "daily"), str(tmp_path / "work")
+    gates = Gates(tmp_path / "gate", rows, 3)  # the spout emits a third, two, then all
     p = bittern.popen("run", PIPELINE, "--until-done", "--duration", "240", "--config", f"spout.spark.path={data}",
                       "--config", f"sink.parquet.dir={out}", "--config", f"test.out={work}",
-                      "--config", "test.rate=800")
+                      "--config", "test.rate=800", "--config", gates.config)
     kills = []
     try:
         # kill -9 an aggregating task once output is committed, then a sink task once the
@@ -107,6 +109,7 @@ def test_spark_to_parquet_round_trip_is_exact_under_exactly_once_with_kill_9s(bi
             kills.append((name, kill9(work, name), before))
             wait_for(lambda: pid_of(work, name) != kills[-1][1] or p.poll() is not None, timeout=60,
                      what=f"{name} restarted")
+            gates.more()
         stdout, stderr = p.communicate(timeout=240)
     finally:
         stop(p)
