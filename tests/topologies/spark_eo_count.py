@@ -8,7 +8,6 @@ checkpoint, emits ``[bucket, count]`` for the buckets that changed; ``out`` writ
 them under that checkpoint to ``<test.out>/counts-<n>-<task>.jsonl``, visible once
 the checkpoint is complete. The final count of a bucket is its largest committed one.
 """
-import os
 
 from bittern import Bolt, Grouping, Topology
 from bittern.sinks import FileSink, SinkBolt
