@@ -28,6 +28,7 @@ import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
 from .errors import BitternError
+from .lograte import Throttle
 
 log = logging.getLogger("bittern.curve")
 
@@ -108,6 +109,7 @@ class KeyAuthenticator:
         self._allowed = frozenset()
         self.allow(allowed)
         self.denied = 0
+        self._throttle = Throttle()  # a peer trying keys in a loop must not flood the log
         self._auth = ThreadAuthenticator(context, log=log)
         self._auth.configure_curve_callback("*", credentials_provider=self)
 
@@ -124,7 +126,11 @@ class KeyAuthenticator:
         ok = bytes(key) in self._allowed
         if not ok:
             self.denied += 1
-            log.warning("refused a CURVE client with an unknown public key %s", bytes(key).decode("ascii"))
+            held = self._throttle.held
+            if self._throttle.ready():
+                log.warning("refused a CURVE client with an unknown public key %s%s", bytes(key).decode("ascii"),
+                            f" (and {held} more since the last such line)" if held else "")
+                self._throttle.held = 0
         return ok
 
     def start(self):
