@@ -9,7 +9,8 @@ on the health manager's decisions and the final parallelism (what
   ``target.utilization`` 1.0: every bottleneck the model finds is scaled in one decision
   to what the model required (``work`` needs 3 on an idle machine; the model's numbers
   are judged, since the demand the spout reaches depends on the load), in at most 2
-  actions and never above 4; then the rate drops to a quarter and
+  actions and never above 4, until the health manager has nothing more to do (the last
+  scale HELPED, or FELL_SHORT with no symptom left); then the rate drops to a quarter and
   both are scaled down to 1 within a bounded number of rounds; nothing lost.
 * a hot key (healthmgr_skew.py): DATA_SKEW reported, nothing scaled, nothing lost.
 * a slow instance (healthmgr_seq.py): restarted, and that helped; nothing lost.
@@ -164,13 +165,19 @@ def test_health_manager_scales_a_pipeline_to_the_model_then_down_and_loses_nothi
     t_start = time.monotonic()
     watch = Watch(home)
     try:
-        # -- up: until a scale up is judged HELPED, then two quiet rounds ----------------------------
-        def helped():
+        # -- up: until a scale up is judged and two more rounds decide nothing --------------------------
+        # HELPED, or FELL_SHORT (better, not at the demand: the next round acts again if a
+        # symptom is left; a loaded machine may deliver less than the model promised)
+        def judged():
             watch.poll()
             ups = watch.scales()
-            return watch.settled() and ups and ups[-1]["outcome"] == "HELPED"
-        wait_for(helped, timeout=100, interval=1.0, what=f"a scale up judged HELPED (decisions {watch.log})")
-        watch.rounds(2, "nothing else to do")
+            return watch.settled() and ups and ups[-1]["outcome"] in ("HELPED", "FELL_SHORT")
+        for _ in range(MAX_UP_ACTIONS + 1):
+            wait_for(judged, timeout=100, interval=1.0, what=f"a scale up judged (decisions {watch.log})")
+            n = len(watch.decisions())
+            watch.rounds(2, "nothing else to do")
+            if watch.settled() and len(watch.decisions()) == n:
+                break
         ups = watch.scales()
         print(f"scaled up to work x{watch.par('work')}, more x{watch.par('more')} in "
               f"{time.monotonic() - t_start:.0f}s with {len(ups)} action(s)")
