@@ -1,12 +1,11 @@
 """Nimbus without ZooKeeper: an API call answers 503 at once, naming ZooKeeper.
 
-Every nimbus call reads or writes ZooKeeper, and the state manager retries each
-operation through a disconnection for its whole connect timeout (15 s by default):
-a request made while ZooKeeper is away would block that long and then fail. So the
-API asks first whether the connection is up (:func:`unreachable`), and a request
-that lost the connection half-way (:func:`is_zk_failure`) is a 503 too. kazoo holds a
-call made while it reconnects until the server is back, so a read runs
-:func:`impatient`: its calls fail at once instead.
+Every nimbus call reads or writes ZooKeeper, and the state manager holds an operation
+through a disconnection until the server is back (kazoo queues it): a request made
+while ZooKeeper is away would block that long. So the API asks first whether the
+connection is up (:func:`unreachable`); a read runs :func:`impatient`, so one that
+raced the loss fails at once too; and a request that lost the connection half-way
+(:func:`is_zk_failure`) is a 503 as well.
 """
 from __future__ import annotations
 

@@ -9,10 +9,11 @@ its temp files there, this one its blob chunks).
 
 Every operation runs under kazoo's retry, so a ZooKeeper restart or a leader change
 (the client sees SUSPENDED, then CONNECTED with the same session) only delays it:
-kazoo holds a call made while it reconnects until the server is back. A caller that
-must not wait (nimbus's API) runs its calls in :meth:`ZkStateManager.impatient`
-(zkwait.py): they fail at once while there is no connection. A *lost* session (expired: the server gave up on us and
-deleted our ephemeral nodes) is different: ``on_lost`` is called once, and the
+kazoo holds a call made while it reconnects until the server is back, however long.
+A caller that must not wait (nimbus's API reads) runs its calls in
+:meth:`ZkStateManager.impatient` (zkwait.py): they fail at once without a connection.
+A *lost* session (expired: the server gave up on us and deleted our ephemeral nodes)
+is different: ``on_lost`` is called once, and the
 daemon must exit or re-register (``reopen``); it must not keep acting on leases
 that are gone. Elections hand their leader a :class:`Lease` that says so too.
 """
@@ -99,7 +100,8 @@ class ZkStateManager(StateManager):
             hosts=hosts, timeout=timeout, handler=zkwait.Handler(),
             # Reconnect forever, and quickly: a restarted server is back within seconds.
             connection_retry=dict(max_tries=-1, delay=0.1, max_delay=1.0),
-            # Each operation keeps retrying through disconnections for connect_timeout.
+            # An operation that fails on a dropped connection is retried for connect_timeout
+            # (one made while kazoo reconnects waits for the connection: module docstring).
             command_retry=dict(max_tries=-1, delay=0.1, max_delay=1.0, deadline=connect_timeout),
             **kwargs)
         self.zk.add_listener(self._on_state)
