@@ -126,11 +126,10 @@ class KeyAuthenticator:
         ok = bytes(key) in self._allowed
         if not ok:
             self.denied += 1
-            held = self._throttle.held
-            if self._throttle.ready():
+            suffix = self._throttle.take()
+            if suffix is not None:
                 log.warning("refused a CURVE client with an unknown public key %s%s", bytes(key).decode("ascii"),
-                            f" (and {held} more since the last such line)" if held else "")
-                self._throttle.held = 0
+                            suffix)
         return ok
 
     def start(self):

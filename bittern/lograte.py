@@ -24,11 +24,19 @@ class Throttle:
         self._next = now + self.every
         return True
 
-    def filter(self, record):  # as a logging filter (the ZAP thread logs each refused key)
+    def take(self, now=None):
+        """None if no line may be logged now; else what to append to it: how many lines
+        were held back since the last one ('' if none)."""
         held = self.held
-        if not self.ready():
-            return False
-        if held:
-            record.msg = f"{record.msg} (and {held} more like it)"
+        if not self.ready(now):
+            return None
         self.held = 0
+        return f" (and {held} more like it)" if held else ""
+
+    def filter(self, record):  # as a logging filter (the ZAP thread logs each refused key)
+        suffix = self.take()
+        if suffix is None:
+            return False
+        if suffix:
+            record.msg = f"{record.msg}{suffix}"
         return True
