@@ -14,6 +14,7 @@ import time
 
 # view keys whose +inf means "the end of the stream" and so must survive JSON
 WATERMARK_KEYS = frozenset({"input_watermark", "output_watermark"})
+WINDOWS = ("interval", "1m", "10m", "all")  # the topology master's metric windows
 EVENT_COUNTS = ("late", "too_late", "bad_timestamps", "windows_fired", "timers_fired")
 
 

@@ -15,9 +15,10 @@ import threading
 
 from .. import auth, logs
 from ..errors import BitternError
-from ..httpapi import is_loopback, make_server, prometheus_client
+from ..httpapi import is_loopback, make_server
 from ..httpsafe import IDLE_SECS, MAX_TIMEOUT_SECS
 from ..monitor import LocalSource
+from ..promexport import prometheus_client
 
 log = logging.getLogger("bittern.serve")
 

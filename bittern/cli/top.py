@@ -19,12 +19,11 @@ from rich.text import Text
 
 from .. import topostatus
 from ..errors import BitternError
-from ..metrics_fmt import refused, refused_counts
+from ..metrics_fmt import WINDOWS, refused, refused_counts
 from ..monitor import LocalSource, RemoteSource, TopologyGone
 from ..tui.keys import KeyReader, NoKeys
 from ..tui.render import FitTable, component_order, render, render_gone, render_list
 
-WINDOWS = ["interval", "1m", "10m", "all"]
 BACK = ("esc", "b", "B", "left", "h", "backspace")
 OPEN = ("enter", "right", "l")
 UP = ("up", "k")

@@ -14,7 +14,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bittern.cli.metrics import show_metrics
-from bittern.httpapi import dump_json, finite, prometheus_text
+from bittern.httpapi import dump_json, finite
+from bittern.promexport import prometheus_text
 from bittern.metrics_fmt import as_watermark, json_safe
 from streammgr.metrics import MetricsStore, event_gauge
 
@@ -143,7 +144,7 @@ def test_metrics_cli_json_is_strict_json():
 
 # -- Prometheus ---------------------------------------------------------------------------
 def samples(d):
-    _, body = prometheus_text(ROWS, {"ev": d})
+    _, body = prometheus_text(ROWS, {"ev": d}, "1m")
     out = {}
     for fam in text_string_to_metric_families(body.decode()):
         for s in fam.samples:

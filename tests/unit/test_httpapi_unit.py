@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from bittern import httpapi
+from bittern import httpapi, promexport
 from bittern.errors import BitternError
 from bittern.httpapi import Api, HttpError, check_limit, check_window, is_loopback, parse_query, route
 from bittern.monitor import TopologyGone
@@ -382,7 +382,7 @@ def test_prometheus_from_a_fixed_document():
     rows = [{"name": "wc", "state": "RUNNING", "reliability": "ATLEAST_ONCE"},
             {"name": "quiet", "state": "RUNNING", "reliability": "ATMOST_ONCE"}]
     doc = fixed_doc()
-    ctype, body = httpapi.prometheus_text(rows, {"wc": doc, "quiet": None})
+    ctype, body = promexport.prometheus_text(rows, {"wc": doc, "quiet": None}, "1m")
     assert ctype.startswith("text/plain") and "version=0.0.4" in ctype
     found = samples(body.decode())
     # every task of every component, with its labels and the document's values
@@ -435,7 +435,7 @@ def test_prometheus_endpoint_and_openmetrics(api):
 
 
 def test_prometheus_missing_is_501_and_the_rest_works(api, monkeypatch):
-    monkeypatch.setattr(httpapi, "prometheus_client", None)
+    monkeypatch.setattr(promexport, "prometheus_client", None)
     status, doc = get(api, "/metrics")
     assert status == 501 and "pip install bittern[metrics]" in doc["error"]
     assert get(api, "/api/v1/topologies/wc/metrics")[0] == 200
@@ -449,7 +449,7 @@ def test_prometheus_exports_denied_and_malformed_counters():
     doc["stmgrs"]["1"].update(denied=0, malformed=2)
     doc["tmaster"].update(denied=5, malformed=11)
     rows = [{"name": "wc", "state": "RUNNING", "reliability": "ATLEAST_ONCE"}]
-    _, body = httpapi.prometheus_text(rows, {"wc": doc})
+    _, body = promexport.prometheus_text(rows, {"wc": doc}, "1m")
     found = samples(body.decode())
     assert one(found, "bittern_stmgr_denied_total", topology="wc", container="0") == (3, "counter")
     assert one(found, "bittern_stmgr_denied_total", topology="wc", container="1") == (0, "counter")
@@ -457,7 +457,7 @@ def test_prometheus_exports_denied_and_malformed_counters():
     assert one(found, "bittern_stmgr_malformed_total", topology="wc", container="1") == (2, "counter")
     assert one(found, "bittern_tmaster_denied_total", topology="wc") == (5, "counter")
     assert one(found, "bittern_tmaster_malformed_total", topology="wc") == (11, "counter")
-    _, body = httpapi.prometheus_text(rows, {"wc": doc}, accept="application/openmetrics-text; version=1.0.0")
+    _, body = promexport.prometheus_text(rows, {"wc": doc}, "1m", accept="application/openmetrics-text; version=1.0.0")
     fams = {f.name: f for f in parse_openmetrics(body.decode())}
     for name in ("bittern_stmgr_denied", "bittern_stmgr_malformed", "bittern_tmaster_denied",
                  "bittern_tmaster_malformed"):
