@@ -233,11 +233,15 @@ def check_running_topology(bittern, server):
 
     # -- metrics: counts and rates once tuples have flowed a few seconds -------------------
     def flowing():
+        # A component's rate is its tasks' sum, so one task's reports can make it
+        # positive while another task has reported once (no window yet): the per-task
+        # checks below need every task's window (two reports) as well.
         d = server.json(f"/api/v1/topologies/{NAME}/metrics?window=1m")
         cs = d["components"]
         ok = (cs["numbers"]["emitted"] > 500 and cs["check"]["executed"] > 500 and cs["sink"]["executed"] > 500
               and cs["numbers"]["emit_rate"] > 0 and cs["check"]["execute_rate"] > 0
-              and cs["sink"]["execute_rate"] > 0 and cs["check"]["errors"] >= 3)
+              and cs["sink"]["execute_rate"] > 0 and cs["check"]["errors"] >= 3
+              and len(d["tasks"]) == 5 and all(v["window_secs"] > 0 for v in d["tasks"].values()))
         return d if ok else None
     doc = wait_for(flowing, timeout=90, interval=0.5, what="tuples to flow through every component")
     assert TOP_KEYS <= set(doc) and "op" not in doc and "req" not in doc
