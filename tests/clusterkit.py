@@ -198,19 +198,26 @@ class Cluster:
                 raise AssertionError("no nimbus answers" + (" (503: ZooKeeper unreachable)" if unavailable else ""))
             time.sleep(0.2)
 
-    def leader_url(self):
-        for d in self.nimbuses.values():
-            if d.alive():
-                try:
-                    req = urllib.request.Request(d.url + "/api/v1/cluster",
-                                                 headers={"Authorization": f"Bearer {self.token}"})
-                    with urllib.request.urlopen(req, timeout=5) as r:
-                        leader = json.loads(r.read()).get("leader")
-                    if leader:
-                        return leader
-                except OSError:
-                    continue
-        raise AssertionError("no nimbus knows a leader")
+    def leader_url(self, wait=30.0):
+        """The URL of the leader as the live nimbuses know it, waited for up to ``wait`` s:
+        a nimbus serves its API (``/healthz`` 200) a moment before it has won the
+        election, so right after ``start_nimbus`` no nimbus may know a leader yet."""
+        deadline = time.monotonic() + wait
+        while True:
+            for d in self.nimbuses.values():
+                if d.alive():
+                    try:
+                        req = urllib.request.Request(d.url + "/api/v1/cluster",
+                                                     headers={"Authorization": f"Bearer {self.token}"})
+                        with urllib.request.urlopen(req, timeout=5) as r:
+                            leader = json.loads(r.read()).get("leader")
+                        if leader:
+                            return leader
+                    except OSError:
+                        continue
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"no nimbus knew a leader within {wait:g}s")
+            time.sleep(0.2)
 
     def state(self):
         """A ZooKeeper state manager on this cluster's root (close it)."""
