@@ -110,6 +110,9 @@ class Cluster:
         d.data = data
         self.nimbuses[i] = d
         wait_for(lambda: self._healthy(d), timeout=30, what=f"nimbus {i} up\n{d.tail()}")
+        # up is not ready: it answers a moment before it (or another) has won the election,
+        # and a write sent in between is refused ("a standby and knows no leader yet")
+        wait_for(lambda: self._known_leader(d.url), timeout=30, what=f"nimbus {i} to know a leader\n{d.tail()}")
         return d
 
     def _healthy(self, d):
@@ -199,25 +202,27 @@ class Cluster:
             time.sleep(0.2)
 
     def leader_url(self, wait=30.0):
-        """The URL of the leader as the live nimbuses know it, waited for up to ``wait`` s:
-        a nimbus serves its API (``/healthz`` 200) a moment before it has won the
-        election, so right after ``start_nimbus`` no nimbus may know a leader yet."""
+        """The URL of the leader as the live nimbuses know it, waited for up to ``wait`` s
+        (while leadership changes no nimbus may know one)."""
         deadline = time.monotonic() + wait
         while True:
             for d in self.nimbuses.values():
-                if d.alive():
-                    try:
-                        req = urllib.request.Request(d.url + "/api/v1/cluster",
-                                                     headers={"Authorization": f"Bearer {self.token}"})
-                        with urllib.request.urlopen(req, timeout=5) as r:
-                            leader = json.loads(r.read()).get("leader")
-                        if leader:
-                            return leader
-                    except OSError:
-                        continue
+                leader = d.alive() and self._known_leader(d.url)
+                if leader:
+                    return leader
             if time.monotonic() >= deadline:
                 raise AssertionError(f"no nimbus knew a leader within {wait:g}s")
             time.sleep(0.2)
+
+    def _known_leader(self, url):
+        """The leader nimbus ``url`` names in its cluster document; None if it names none
+        or does not answer."""
+        try:
+            req = urllib.request.Request(url + "/api/v1/cluster", headers={"Authorization": f"Bearer {self.token}"})
+            with urllib.request.urlopen(req, timeout=5) as r:
+                return json.loads(r.read()).get("leader") or None
+        except (OSError, http.client.HTTPException, ValueError):
+            return None
 
     def state(self):
         """A ZooKeeper state manager on this cluster's root (close it)."""
