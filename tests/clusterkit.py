@@ -204,15 +204,9 @@ class Cluster:
     def leader_url(self, wait=30.0):
         """The URL of the leader as the live nimbuses know it, waited for up to ``wait`` s
         (while leadership changes no nimbus may know one)."""
-        deadline = time.monotonic() + wait
-        while True:
-            for d in self.nimbuses.values():
-                leader = d.alive() and self._known_leader(d.url)
-                if leader:
-                    return leader
-            if time.monotonic() >= deadline:
-                raise AssertionError(f"no nimbus knew a leader within {wait:g}s")
-            time.sleep(0.2)
+        return wait_for(lambda: next((leader for d in list(self.nimbuses.values())
+                                      if d.alive() and (leader := self._known_leader(d.url))), None),
+                        timeout=wait, interval=0.2, what="a nimbus to know a leader")
 
     def _known_leader(self, url):
         """The leader nimbus ``url`` names in its cluster document; None if it names none
