@@ -43,6 +43,7 @@ mode; built-in classes in cluster mode).
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -60,6 +61,8 @@ __all__ = ["rebalance", "RebalanceError", "parse_parallelism", "split_limit", "L
 MARKER = "rebalance/{name}"
 FILE_SPOUT_KEY = "spout.files"  # FileSpout's own key (its docstring), not an engine default
 POLL = 0.1
+
+log = logging.getLogger(__name__)
 
 
 class RebalanceError(BitternError):
@@ -275,8 +278,11 @@ def rebalance(state, name, parallelism, containers=None, *, deployer=None, timeo
     finally:
         try:
             state.delete(marker)
-        except Exception:  # noqa: BLE001 - never mask the outcome
-            pass
+        except Exception as e:  # noqa: BLE001 - never mask the outcome, but say it
+            # left behind, it refuses the next rebalance until a new leader (or, locally, the
+            # marker's dead owner) clears it: the operator must know why
+            log.warning("could not remove the rebalance marker %s of %r (the next rebalance may be "
+                        "refused until it is cleared): %s", marker, name, e)
 
 
 def _stale(held):

@@ -111,6 +111,17 @@ def test_a_paused_topology_stays_paused(state):
     assert Op.ACTIVATE not in [op for _, op in FakeTM.calls]
 
 
+def test_a_marker_that_cannot_be_removed_is_logged_and_the_outcome_stands(state, monkeypatch, caplog):
+    def refuse(key):
+        raise OSError(f"{key}: read-only file system")
+    monkeypatch.setattr(state, "delete", refuse)
+    with caplog.at_level("WARNING", logger="bittern.rebalance"):
+        out = rebalance(state, "t", {"count": 3}, deployer=FakeDeployer(state))
+    assert out["parallelism"] == {"spout": 1, "count": 3}
+    assert "could not remove the rebalance marker rebalance/t of 't'" in caplog.text
+    assert "read-only file system" in caplog.text
+
+
 def test_refusals_touch_nothing(state):
     d = FakeDeployer(state)
     assert state.create("rebalance/t", {"pid": 1, "host": "elsewhere"})
