@@ -3,6 +3,8 @@ as the stream managers use them. The right key gets through; any other gets noth
 from __future__ import annotations
 
 import logging
+import re
+import time
 
 import pytest
 import zmq
@@ -245,8 +247,18 @@ def test_a_client_whose_key_is_never_admitted_is_told_so_by_name():
     server = Server([])
     client = TMClient(server.endpoint, curve=(server.public, *generate()))
     try:
-        with pytest.raises(BitternError, match=r"refused our key \(\d+ CURVE handshakes refused within 2s\)"):
-            client.request("ping", timeout=2.0)
+        # A refusal the client has not seen within a request's timeout (a loaded machine
+        # that ran neither the ZAP thread nor the handshake in time) is an honest "did not
+        # answer"; the refusal then reaches the next request on the same client.
+        deadline = time.monotonic() + 120
+        while True:
+            with pytest.raises(BitternError) as e:
+                client.request("ping", timeout=2.0)
+            if "refused our key" in str(e.value):
+                break
+            assert "did not answer 'ping' within 2s" in str(e.value) and time.monotonic() < deadline
+        assert re.search(r"refused our key \(\d+ CURVE handshakes refused within 2s\)", str(e.value))
+        assert server.auth.denied >= 1  # the server's own count agrees
         assert server.recv(100) is None  # nothing got through
     finally:
         client.close()
