@@ -60,29 +60,37 @@ class TMClient:
         self._req += 1
         req = self._req
         frames = wire.ctrl(op, req=req, **fields)
-        self.sock.send_multipart(frames)
         deadline = time.monotonic() + timeout
         refusals = 0
+        sent = False
         while True:
             left = deadline - time.monotonic()
-            ready = left > 0 and self._wait(left)
-            if ready == "refused":
-                refusals += 1
-                pause = min(REFUSED_RETRY_SECS, max(0.0, deadline - time.monotonic()))
-                time.sleep(pause)
-                if time.monotonic() < deadline:  # again, on a connection that will handshake anew
-                    self._shut()
-                    self._open()
-                    self.sock.send_multipart(frames)
-                continue
-            if not ready:
-                if time.monotonic() < deadline:
-                    continue
+            if left <= 0:
                 if refusals:
                     raise BitternError(f"the topology master at {self.endpoint} refused our key "
                                        f"({refusals} CURVE handshakes refused within {timeout:.0f}s)")
                 raise BitternError(f"the topology master at {self.endpoint} did not answer {op!r} "
                                    f"within {timeout:.0f}s")
+            if not sent:
+                # never a blocking send: a refused handshake ends the connection's pipe, and a
+                # DEALER with no pipe would wait in send for good (past any timeout)
+                try:
+                    self.sock.send_multipart(frames, zmq.NOBLOCK)
+                    sent = True
+                except zmq.Again:
+                    pass
+            ready = self._wait(left, sending=not sent)
+            if ready == "refused":
+                refusals += 1
+                time.sleep(min(REFUSED_RETRY_SECS, max(0.0, deadline - time.monotonic())))
+                # again, on a connection that will handshake anew (also when the time is up:
+                # the next request must not start on a connection that was refused)
+                self._shut()
+                self._open()
+                sent = False
+                continue
+            if not ready or not sent:
+                continue  # (not sent: the socket can take the request now, or the time is up)
             reply = self.sock.recv_multipart()
             msg = wire.decode_ctrl(reply[1])
             if msg.get("req") == req:
@@ -90,13 +98,15 @@ class TMClient:
                     raise BitternError(f"topology master: {msg['error']}")
                 return msg
 
-    def _wait(self, secs):
-        """Up to ``secs``: True when a reply is there, "refused" when the server refused
-        our key, False when neither happened."""
+    def _wait(self, secs, sending=False):
+        """Up to ``secs``: True when the socket is ready (for the request when
+        ``sending``, else with a reply), "refused" when the server refused our key,
+        False when neither happened."""
+        flag = zmq.POLLOUT if sending else zmq.POLLIN
         if self._monitor is None:
-            return bool(self.sock.poll(int(secs * 1000) + 1))
+            return bool(self.sock.poll(int(secs * 1000) + 1, flag))
         poller = zmq.Poller()
-        poller.register(self.sock, zmq.POLLIN)
+        poller.register(self.sock, flag)
         poller.register(self._monitor, zmq.POLLIN)
         events = dict(poller.poll(int(secs * 1000) + 1))
         if self.sock in events:

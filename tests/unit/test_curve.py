@@ -263,3 +263,49 @@ def test_a_client_whose_key_is_never_admitted_is_told_so_by_name():
     finally:
         client.close()
         server.close()
+
+
+def test_a_request_on_a_connection_refused_before_it_was_sent_says_so():
+    """The handshake happens on connect: a refusal can come before the first request,
+    which then reports it (on fresh sockets, never in a send that waits for good)."""
+    from bittern.client import TMClient
+    from bittern.errors import BitternError
+    server = Server([])
+    client = TMClient(server.endpoint, curve=(server.public, *generate()))
+    try:
+        deadline = time.monotonic() + 120
+        while server.auth.denied < 1:  # the handshake happens on connect, before any request
+            assert time.monotonic() < deadline, "the server never saw the handshake"
+            time.sleep(0.01)
+        assert client._monitor.poll(120_000)  # the client knows too (the event is left to read)
+        with pytest.raises(BitternError, match=r"refused our key \(\d+ CURVE handshakes refused within 2s\)"):
+            client.request("ping", timeout=2.0)
+        assert server.recv(100) is None
+    finally:
+        client.close()
+        server.close()
+
+
+@pytest.mark.parametrize("curve_on", [True, False])
+def test_a_request_the_socket_cannot_take_ends_at_its_timeout(monkeypatch, tmp_path, curve_on):
+    """A socket with no connection to queue on (here: ZMQ_IMMEDIATE towards an endpoint
+    nobody listens on; in the field: a connection whose handshake was refused) must not
+    hold a request past its timeout in a blocking send (before the fix it waited there
+    for good, and pytest-timeout ended the test)."""
+    from bittern.client import TMClient
+    from bittern.errors import BitternError
+    real_connect = zmq.Socket.connect
+
+    def connect_immediate(sock, endpoint):
+        sock.setsockopt(zmq.IMMEDIATE, 1)
+        return real_connect(sock, endpoint)
+
+    monkeypatch.setattr(zmq.Socket, "connect", connect_immediate)
+    keys = (generate()[0], *generate()) if curve_on else None
+    client = TMClient(f"ipc://{tmp_path}/nobody", curve=keys)
+    try:
+        assert client.sock.getsockopt(zmq.IMMEDIATE) == 1
+        with pytest.raises(BitternError, match=r"did not answer 'ping' within 1s"):
+            client.request("ping", timeout=1.0)
+    finally:
+        client.close()
