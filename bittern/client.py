@@ -72,8 +72,8 @@ class TMClient:
                 raise BitternError(f"the topology master at {self.endpoint} did not answer {op!r} "
                                    f"within {timeout:.0f}s")
             if not sent:
-                # never a blocking send: a refused handshake ends the connection's pipe, and a
-                # DEALER with no pipe would wait in send for good (past any timeout)
+                # never a blocking send: a DEALER with no connection to queue on (a refused
+                # handshake can leave it so) would wait in send for good, past any timeout
                 try:
                     self.sock.send_multipart(frames, zmq.NOBLOCK)
                     sent = True
