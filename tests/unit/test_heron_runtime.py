@@ -17,7 +17,7 @@ import pytest
 
 from bittern.compat.heron import PIP_ARGS, PIP_REQUIREMENTS
 
-from foreignvenv import foreign_venv
+from foreignvenv import foreign_venv, shared_base
 
 TOPOLOGY = """
 from heronpy.api.bolt.bolt import Bolt
@@ -161,7 +161,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def driven(tmp_path_factory):
-    python = foreign_venv(tmp_path_factory.getbasetemp() / "heronpy", PIP_REQUIREMENTS, PIP_ARGS)
+    python = foreign_venv(shared_base(tmp_path_factory, "heronpy"), PIP_REQUIREMENTS, PIP_ARGS)
     d = tmp_path_factory.mktemp("heron_runtime")
     (d / "topo.py").write_text(textwrap.dedent(TOPOLOGY))
     r = subprocess.run([python, "-c", DRIVE, str(d / "topo.py")], capture_output=True, text=True, timeout=60,

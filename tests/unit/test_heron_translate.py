@@ -16,7 +16,7 @@ import pytest
 
 from bittern.compat.heron import PIP_ARGS, PIP_REQUIREMENTS
 
-from foreignvenv import foreign_venv
+from foreignvenv import foreign_venv, shared_base
 
 LOAD = """
 import json, os, sys
@@ -66,7 +66,7 @@ class FirstTask(ICustomGrouping):
 
 @pytest.fixture(scope="session")
 def heron_python(tmp_path_factory):
-    return foreign_venv(tmp_path_factory.getbasetemp() / "heronpy", PIP_REQUIREMENTS, PIP_ARGS)
+    return foreign_venv(shared_base(tmp_path_factory, "heronpy"), PIP_REQUIREMENTS, PIP_ARGS)
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from foreignvenv import foreign_venv
+from foreignvenv import foreign_venv, shared_base
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DSL = os.path.join(ROOT, "tests", "topologies", "streamparse_dsl", "topologies")
@@ -52,7 +52,7 @@ BAD = {
 
 @pytest.fixture(scope="session")
 def streamparse_python(tmp_path_factory):
-    return foreign_venv(tmp_path_factory.getbasetemp() / "foreign-venvs", REQUIREMENTS)
+    return foreign_venv(shared_base(tmp_path_factory, "foreign-venvs"), REQUIREMENTS)
 
 
 @pytest.fixture(scope="module")
