@@ -85,12 +85,19 @@ EOF
         org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" \
         >>"$dir/zookeeper.log" 2>&1 </dev/null &
     echo $! >"$dir/zookeeper.pid"
-    for _ in $(seq 150); do  # up to 30 s: a cold JVM on a busy machine is slow
+    # Wait by the clock, not by a count of tries: each try forks a few processes, and
+    # on a loaded machine those forks and a cold JVM are both slow (beside a CPU hog and
+    # a test suite, a server took more than 150 tries of 0.2 s to serve).
+    wait_secs=120
+    deadline=$((SECONDS + wait_secs))
+    why="did not serve within ${wait_secs}s"
+    while [ "$SECONDS" -lt "$deadline" ]; do
         ready "$port" && exit 0
-        running_pid "$dir" >/dev/null || break  # it died: no point waiting
+        running_pid "$dir" >/dev/null || { why="exited before it served"; break; }
         sleep 0.2
     done
-    echo "zookeeper.sh: server on $dir (port $port) did not come up; log tail:" >&2
+    ready "$port" && exit 0  # one last look: the deadline may have passed in the sleep
+    echo "zookeeper.sh: server on $dir (port $port) $why; log tail:" >&2
     tail -n 30 "$dir/zookeeper.log" >&2 || true
     "$0" stop "$dir" || true
     exit 1

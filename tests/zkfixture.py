@@ -40,7 +40,8 @@ class ZkServer:
         self.pid = None
 
     def _script(self, *args):
-        r = subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=60)
+        # (start waits up to 120 s for the server to serve: scripts/zookeeper.sh)
+        r = subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=180)
         if r.returncode != 0:
             raise RuntimeError(f"zookeeper.sh {' '.join(args)} failed:\n{r.stderr}")
 
