@@ -47,6 +47,13 @@ running_pid() {  # DIR: the pid from DIR/zookeeper.pid if that process is still 
     echo "$pid"
 }
 
+alive() {  # PID: the process is there and has not exited (a zombie has: nobody reaped it yet)
+    local stat
+    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+    stat=${stat##*) }  # the state letter follows the command name, which may hold spaces
+    [ "${stat%% *}" != Z ]
+}
+
 cmd=${1:-}
 case "$cmd" in
 install)
@@ -84,7 +91,8 @@ EOF
     setsid java -Xmx256m -cp "$CLASSPATH_" \
         org.apache.zookeeper.server.quorum.QuorumPeerMain "$dir/zoo.cfg" \
         >>"$dir/zookeeper.log" 2>&1 </dev/null &
-    echo $! >"$dir/zookeeper.pid"
+    pid=$!
+    echo "$pid" >"$dir/zookeeper.pid"
     # Wait by the clock, not by a count of tries: each try forks a few processes, and
     # on a loaded machine those forks and a cold JVM are both slow (beside a CPU hog and
     # a test suite, a server took more than 150 tries of 0.2 s to serve).
@@ -93,7 +101,9 @@ EOF
     why="did not serve within ${wait_secs}s"
     while [ "$SECONDS" -lt "$deadline" ]; do
         ready "$port" && exit 0
-        running_pid "$dir" >/dev/null || { why="exited before it served"; break; }
+        # alive, not running_pid: just after the fork the child's command line is still
+        # bash's, not yet the server's
+        alive "$pid" || { why="exited before it served"; break; }
         sleep 0.2
     done
     ready "$port" && exit 0  # one last look: the deadline may have passed in the sleep
