@@ -138,10 +138,11 @@ def cluster(zk_server, tmp_path):  # noqa: F811 - (zk_server: the fixture import
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Files with slow tests first (most first), the rest after, each file's tests in their order:
-    scripts/test.sh hands whole files to its xdist workers in this order, so the long
-    end-to-end files start at once and the many quick ones fill in around them, rather
-    than a long file starting last and running alone."""
+    """Files with slow tests first (most first), the rest after, each file's tests in their order.
+    This is the order of a run in one process (``-n 0``). Under scripts/test.sh,
+    pytest-xdist (--dist loadfile) hands out whole files by their number of tests, most
+    first, and this order only breaks its ties; measured, its order keeps both workers
+    busy to the end (README, "Two commands"), so it is left to do so."""
     slow = {}
     for item in items:
         if item.get_closest_marker("slow"):
