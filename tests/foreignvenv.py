@@ -43,6 +43,21 @@ def shared_base(tmp_path_factory, name):
     return base / name
 
 
+STREAMPARSE_REQUIREMENTS = ["streamparse==5.0.1", "pystorm==3.1.4"]
+
+
+def heronpy_python(tmp_path_factory):
+    """The python of this run's heronpy venv (bittern.compat.heron's pins), shared by
+    every file and worker that asks."""
+    from bittern.compat.heron import PIP_ARGS, PIP_REQUIREMENTS
+    return foreign_venv(shared_base(tmp_path_factory, "heronpy"), PIP_REQUIREMENTS, PIP_ARGS)
+
+
+def streamparse_python(tmp_path_factory):
+    """The python of this run's streamparse + pystorm venv, shared likewise."""
+    return foreign_venv(shared_base(tmp_path_factory, "foreign-venvs"), STREAMPARSE_REQUIREMENTS)
+
+
 def _make(path, requirements, pip_args):
     python = os.path.join(path, "bin", "python")
     if os.path.exists(os.path.join(path, ".complete")):
@@ -61,4 +76,4 @@ def _make(path, requirements, pip_args):
     return python
 
 
-__all__ = ["foreign_venv", "shared_base"]
+__all__ = ["STREAMPARSE_REQUIREMENTS", "foreign_venv", "heronpy_python", "shared_base", "streamparse_python"]

@@ -24,10 +24,9 @@ from collections import Counter
 
 import pytest
 
-from bittern.compat.heron import PIP_ARGS, PIP_REQUIREMENTS
 
 from conftest import ROOT, Bittern, wait_for
-from foreignvenv import foreign_venv, shared_base
+from foreignvenv import heronpy_python
 
 TOPOLOGIES = os.path.join(ROOT, "tests", "topologies")
 WORDS = ["nathan", "mike", "jackson", "golda", "bertels"]  # heron_components.WORDS
@@ -35,7 +34,7 @@ WORDS = ["nathan", "mike", "jackson", "golda", "bertels"]  # heron_components.WO
 
 @pytest.fixture(scope="session")
 def heron_python(tmp_path_factory):
-    return foreign_venv(shared_base(tmp_path_factory, "heronpy"), PIP_REQUIREMENTS, PIP_ARGS)
+    return heronpy_python(tmp_path_factory)
 
 
 @pytest.fixture

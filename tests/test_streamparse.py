@@ -30,16 +30,15 @@ from collections import defaultdict
 import pytest
 
 from conftest import ROOT, Bittern, instance_log, wait_for
-from foreignvenv import foreign_venv, shared_base
+from foreignvenv import streamparse_python as streamparse_venv
 
 TOPOLOGIES = os.path.join(ROOT, "tests", "topologies")
-REQUIREMENTS = ["streamparse==5.0.1", "pystorm==3.1.4"]
 EMIT = re.compile(r"\] (\w+)\[(\d+)\]: emitting: '(\w+)' (\[.*\])$")
 
 
 @pytest.fixture(scope="session")
 def streamparse_python(tmp_path_factory):
-    return foreign_venv(shared_base(tmp_path_factory, "foreign-venvs"), REQUIREMENTS)
+    return streamparse_venv(tmp_path_factory)
 
 
 @pytest.fixture

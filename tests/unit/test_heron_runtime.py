@@ -15,9 +15,8 @@ import textwrap
 
 import pytest
 
-from bittern.compat.heron import PIP_ARGS, PIP_REQUIREMENTS
 
-from foreignvenv import foreign_venv, shared_base
+from foreignvenv import heronpy_python
 
 TOPOLOGY = """
 from heronpy.api.bolt.bolt import Bolt
@@ -161,7 +160,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def driven(tmp_path_factory):
-    python = foreign_venv(shared_base(tmp_path_factory, "heronpy"), PIP_REQUIREMENTS, PIP_ARGS)
+    python = heronpy_python(tmp_path_factory)
     d = tmp_path_factory.mktemp("heron_runtime")
     (d / "topo.py").write_text(textwrap.dedent(TOPOLOGY))
     r = subprocess.run([python, "-c", DRIVE, str(d / "topo.py")], capture_output=True, text=True, timeout=60,

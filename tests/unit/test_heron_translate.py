@@ -14,9 +14,8 @@ import textwrap
 
 import pytest
 
-from bittern.compat.heron import PIP_ARGS, PIP_REQUIREMENTS
 
-from foreignvenv import foreign_venv, shared_base
+from foreignvenv import heronpy_python
 
 LOAD = """
 import json, os, sys
@@ -66,7 +65,7 @@ class FirstTask(ICustomGrouping):
 
 @pytest.fixture(scope="session")
 def heron_python(tmp_path_factory):
-    return foreign_venv(shared_base(tmp_path_factory, "heronpy"), PIP_REQUIREMENTS, PIP_ARGS)
+    return heronpy_python(tmp_path_factory)
 
 
 @pytest.fixture

@@ -15,11 +15,10 @@ import subprocess
 
 import pytest
 
-from foreignvenv import foreign_venv, shared_base
+from foreignvenv import streamparse_python as streamparse_venv
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DSL = os.path.join(ROOT, "tests", "topologies", "streamparse_dsl", "topologies")
-REQUIREMENTS = ["streamparse==5.0.1", "pystorm==3.1.4"]
 
 # Loads each file given like `bittern submit` does and prints one JSON document.
 PROBE = r"""
@@ -52,7 +51,7 @@ BAD = {
 
 @pytest.fixture(scope="session")
 def streamparse_python(tmp_path_factory):
-    return foreign_venv(shared_base(tmp_path_factory, "foreign-venvs"), REQUIREMENTS)
+    return streamparse_venv(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
