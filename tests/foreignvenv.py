@@ -19,6 +19,8 @@ import subprocess
 import sysconfig
 import venv
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -46,13 +48,17 @@ def shared_base(tmp_path_factory, name):
 STREAMPARSE_REQUIREMENTS = ["streamparse==5.0.1", "pystorm==3.1.4"]
 
 
-def heronpy_python(tmp_path_factory):
+# The two venvs as session fixtures: a test file imports the one it needs
+# (``from foreignvenv import heron_python  # noqa: F401``) and asks for it by name.
+@pytest.fixture(scope="session")
+def heron_python(tmp_path_factory):
     """The python of this run's heronpy venv (bittern.compat.heron's pins), shared by
     every file and worker that asks."""
     from bittern.compat.heron import PIP_ARGS, PIP_REQUIREMENTS
     return foreign_venv(shared_base(tmp_path_factory, "heronpy"), PIP_REQUIREMENTS, PIP_ARGS)
 
 
+@pytest.fixture(scope="session")
 def streamparse_python(tmp_path_factory):
     """The python of this run's streamparse + pystorm venv, shared likewise."""
     return foreign_venv(shared_base(tmp_path_factory, "foreign-venvs"), STREAMPARSE_REQUIREMENTS)
@@ -76,4 +82,4 @@ def _make(path, requirements, pip_args):
     return python
 
 
-__all__ = ["STREAMPARSE_REQUIREMENTS", "foreign_venv", "heronpy_python", "shared_base", "streamparse_python"]
+__all__ = ["STREAMPARSE_REQUIREMENTS", "foreign_venv", "heron_python", "shared_base", "streamparse_python"]

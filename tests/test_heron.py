@@ -24,17 +24,11 @@ from collections import Counter
 
 import pytest
 
-
 from conftest import ROOT, Bittern, wait_for
-from foreignvenv import heronpy_python
+from foreignvenv import heron_python  # noqa: F401 - the heronpy venv fixture
 
 TOPOLOGIES = os.path.join(ROOT, "tests", "topologies")
 WORDS = ["nathan", "mike", "jackson", "golda", "bertels"]  # heron_components.WORDS
-
-
-@pytest.fixture(scope="session")
-def heron_python(tmp_path_factory):
-    return heronpy_python(tmp_path_factory)
 
 
 @pytest.fixture

@@ -30,15 +30,10 @@ from collections import defaultdict
 import pytest
 
 from conftest import ROOT, Bittern, instance_log, wait_for
-from foreignvenv import streamparse_python as streamparse_venv
+from foreignvenv import streamparse_python  # noqa: F401 - the streamparse venv fixture
 
 TOPOLOGIES = os.path.join(ROOT, "tests", "topologies")
 EMIT = re.compile(r"\] (\w+)\[(\d+)\]: emitting: '(\w+)' (\[.*\])$")
-
-
-@pytest.fixture(scope="session")
-def streamparse_python(tmp_path_factory):
-    return streamparse_venv(tmp_path_factory)
 
 
 @pytest.fixture

@@ -15,8 +15,7 @@ import textwrap
 
 import pytest
 
-
-from foreignvenv import heronpy_python
+from foreignvenv import heron_python  # noqa: F401 - the heronpy venv fixture
 
 TOPOLOGY = """
 from heronpy.api.bolt.bolt import Bolt
@@ -159,11 +158,10 @@ print(json.dumps(out))
 
 
 @pytest.fixture(scope="module")
-def driven(tmp_path_factory):
-    python = heronpy_python(tmp_path_factory)
+def driven(heron_python, tmp_path_factory):  # noqa: F811 - (heron_python: the fixture imported above)
     d = tmp_path_factory.mktemp("heron_runtime")
     (d / "topo.py").write_text(textwrap.dedent(TOPOLOGY))
-    r = subprocess.run([python, "-c", DRIVE, str(d / "topo.py")], capture_output=True, text=True, timeout=60,
+    r = subprocess.run([heron_python, "-c", DRIVE, str(d / "topo.py")], capture_output=True, text=True, timeout=60,
                        cwd=str(d))
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])

@@ -14,8 +14,7 @@ import textwrap
 
 import pytest
 
-
-from foreignvenv import heronpy_python
+from foreignvenv import heron_python  # noqa: F401 - the heronpy venv fixture
 
 LOAD = """
 import json, os, sys
@@ -61,11 +60,6 @@ class FirstTask(ICustomGrouping):
     def choose_tasks(self, values):
         return self.tasks[:1]
 """
-
-
-@pytest.fixture(scope="session")
-def heron_python(tmp_path_factory):
-    return heronpy_python(tmp_path_factory)
 
 
 @pytest.fixture

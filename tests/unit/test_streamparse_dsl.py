@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from foreignvenv import streamparse_python as streamparse_venv
+from foreignvenv import streamparse_python  # noqa: F401 - the streamparse venv fixture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DSL = os.path.join(ROOT, "tests", "topologies", "streamparse_dsl", "topologies")
@@ -47,11 +47,6 @@ BAD = {
     "bad_java_grouping.py": "component 'custom': input 'source' uses a Java custom grouping",
     "bad_local_class.py": "component 'local': class make.<locals>.Local is defined inside a function",
 }
-
-
-@pytest.fixture(scope="session")
-def streamparse_python(tmp_path_factory):
-    return streamparse_venv(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
