@@ -47,13 +47,6 @@ running_pid() {  # DIR: the pid from DIR/zookeeper.pid if that process is still 
     echo "$pid"
 }
 
-alive() {  # PID: the process is there and has not exited (a zombie has: nobody reaped it yet)
-    local stat
-    stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-    stat=${stat##*) }  # the state letter follows the command name, which may hold spaces
-    [ "${stat%% *}" != Z ]
-}
-
 cmd=${1:-}
 case "$cmd" in
 install)
@@ -101,9 +94,10 @@ EOF
     why="did not serve within ${wait_secs}s"
     while [ "$SECONDS" -lt "$deadline" ]; do
         ready "$port" && exit 0
-        # alive, not running_pid: just after the fork the child's command line is still
-        # bash's, not yet the server's
-        alive "$pid" || { why="exited before it served"; break; }
+        # the launched pid, not running_pid: just after the fork the child's command line
+        # is still bash's, not yet the server's. (kill -0 is enough: this shell reaps a
+        # child that exits as soon as it is told, so no zombie answers it; spark.sh likewise)
+        kill -0 "$pid" 2>/dev/null || { why="exited before it served"; break; }
         sleep 0.2
     done
     ready "$port" && exit 0  # one last look: the deadline may have passed in the sleep
