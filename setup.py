@@ -19,7 +19,7 @@ setup(
     extras_require={
         # ZooKeeper state manager (cluster mode); PyNaCl: libsodium's sealed boxes, so nimbus hands each
         # supervisor its containers' CURVE secrets encrypted to that supervisor's own (CURVE = X25519) key
-        "cluster": ["kazoo>=2.9", "pynacl>=1.5"],
+        "cluster": ["kazoo>=2.9,<3", "pynacl>=1.5"],
         "metrics": ["prometheus_client>=0.17"],
         # bittern.state.backend = disk: keyed state in an embedded RocksDB (manylinux wheels;
         # bounded memory whatever the state's size: bittern/api/diskstate.py says why not LMDB)
@@ -34,7 +34,7 @@ setup(
         "heron": ["protobuf>=3.20,<4", "cloudpickle>=2.2,<4"],  # + pip install --no-deps heronpy==0.20.5 (docs/COMPAT.md)
         "flux": ["pyyaml>=6"],  # Storm Flux .yaml topologies (bittern/compat/flux.py)
         # hypothesis: the security suite fuzzes every port with generated messages
-        "dev": ["pytest>=8", "pytest-timeout>=2", "pytest-xdist>=3.5", "hypothesis>=6", "kazoo>=2.9", "pynacl>=1.5", "prometheus_client>=0.17", "rocksdict>=0.3.25,<0.4", "pyyaml>=6", "pyarrow>=14",
+        "dev": ["pytest>=8", "pytest-timeout>=2", "pytest-xdist>=3.5", "hypothesis>=6", "kazoo>=2.9,<3", "pynacl>=1.5", "prometheus_client>=0.17", "rocksdict>=0.3.25,<0.4", "pyyaml>=6", "pyarrow>=14",
                 # the web UI's browser tests drive Debian's chromium (scripts/setup.sh); never `playwright install`
                 "playwright>=1.40"],
     },

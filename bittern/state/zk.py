@@ -27,7 +27,7 @@ import threading
 import time
 import uuid
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooState
 from kazoo.exceptions import (BadVersionError, CancelledError, LockTimeout, NoAuthError,
                               NodeExistsError, NoNodeError, NotEmptyError)
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
@@ -96,8 +96,11 @@ class ZkStateManager(StateManager):
             kwargs = dict(auth_data=[("digest", auth)],
                           default_acl=[make_digest_acl(user, password, all=True)])
             self._acl_id = make_digest_acl_credential(user, password)
-        self.zk = KazooClient(
+        self.zk = zkwait.Client(
             hosts=hosts, timeout=timeout, handler=zkwait.Handler(),
+            # A server that accepts a connection and never answers must not hold us past
+            # the session we reconnect to save (zkwait.py: ZooKeeper 3.8 does, on start).
+            handshake_timeout=zkwait.handshake_timeout(timeout),
             # Reconnect forever, and quickly: a restarted server is back within seconds.
             connection_retry=dict(max_tries=-1, delay=0.1, max_delay=1.0),
             # An operation that fails on a dropped connection is retried for connect_timeout
