@@ -92,7 +92,13 @@ def test_logs_follow_prints_what_the_topology_appends_and_stops_on_ctrl_c(bitter
     follow = None
     try:
         wait_for(lambda: os.path.exists(log) and logged(), what="the spout's first debug lines")
-        follow = bittern.popen("logs", name, "spout", 3, "-f")
+        # started as a script's background job is, with SIGINT ignored (`nohup ... &`):
+        # Ctrl-C must stop it all the same (and the test holds however pytest was started)
+        inherited = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            follow = bittern.popen("logs", name, "spout", 3, "-f")
+        finally:
+            signal.signal(signal.SIGINT, inherited)
         lines = []
         reader = threading.Thread(target=lambda: lines.extend(follow.stdout), daemon=True)
         reader.start()

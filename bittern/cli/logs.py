@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import sys
 import time
 
@@ -76,6 +77,14 @@ def read_new(path, pos):
     return data[:cut].decode(errors="replace"), pos + cut
 
 
+def stop_on_ctrl_c():
+    """A follow ends on Ctrl-C (SIGINT) however it was started. A shell script that runs
+    a command in the background hands it SIGINT ignored, and Python then leaves it
+    ignored: a follow started that way (``nohup ... &``, a CI job) could be stopped
+    only by SIGTERM. ``bittern run`` and ``serve`` install their own handlers likewise."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(args, state, home):
     component, task = wanted(args)
     ldir = log_dir(home, args.name)
@@ -92,6 +101,7 @@ def main(args, state, home):
         sys.stdout.writelines(lines)
     if args.follow:
         sys.stdout.flush()
+        stop_on_ctrl_c()
         try:
             while True:
                 time.sleep(0.5)
@@ -140,6 +150,7 @@ def remote_main(args, client):
         sys.stdout.writelines(lines[-args.lines:] if args.lines else lines)
     sys.stdout.flush()
     if args.follow:
+        stop_on_ctrl_c()
         try:
             while True:
                 time.sleep(1.0)
